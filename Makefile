@@ -1,0 +1,63 @@
+# Reproduction of "Emergent Inverse-Depth Scaling From Nonlinearity In Attention".
+# `make` lists the targets; `make test` and `make reproduce` are the two main commands.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON  ?= python3
+VENV    ?= .venv
+# The one place the default torch pin lives (environment.yml must match it). The default is
+# whatever wheel pip picks for this platform; on a GPU machine choose a CUDA build, e.g.
+#   make test TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+TORCH   ?= torch==2.13.0
+PROFILE ?= quick
+DEVICE  ?= auto
+
+VPY      := $(VENV)/bin/python
+TESTENV  := OMP_NUM_THREADS=2 MPLBACKEND=Agg
+STAMP    := $(VENV)/.installed
+# Holds the TORCH value of the last install; rewritten only when TORCH changes, so that a
+# different TORCH triggers a reinstall while an unchanged one leaves the stamp up to date.
+TORCHSPEC := $(VENV)/.torch-spec
+
+.PHONY: help install test reproduce golden lab bench sync clean FORCE
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
+	  awk 'BEGIN {FS = ":.*## "}; {printf "  %-10s %s\n", $$1, $$2}'
+
+$(TORCHSPEC): FORCE
+	@mkdir -p $(VENV)
+	@echo '$(TORCH)' | cmp -s - $@ || echo '$(TORCH)' > $@
+
+$(STAMP): pyproject.toml $(TORCHSPEC)
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q $(TORCH)
+	$(VPY) -m pip install -q -e .
+	touch $@
+
+install: $(STAMP) ## create .venv with torch (TORCH) and the icl package (editable)
+
+test: install ## unit tests, then nbval on tests/golden/*.ipynb (if any)
+	$(TESTENV) $(VPY) -m pytest tests -q
+	if ls tests/golden/*.ipynb >/dev/null 2>&1; then \
+	  $(TESTENV) $(VPY) -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider tests/golden/*.ipynb -q; \
+	fi
+
+reproduce: install ## run every notebook at PROFILE (quick|paper|ci) on DEVICE into outputs/
+	$(VPY) -m icl reproduce --profile $(PROFILE) --device $(DEVICE)
+
+golden: install ## regenerate tests/golden/*.ipynb at the ci profile
+	$(VPY) -m icl golden
+
+lab: install ## open the notebooks in JupyterLab
+	$(VENV)/bin/jupyter lab notebooks/
+
+bench: install ## benchmark the fast model against plain full attention
+	$(VPY) -m icl bench --json outputs/bench.json
+
+sync: install ## re-pair notebooks/*.py with their .ipynb (jupytext --sync)
+	if ls notebooks/*.py >/dev/null 2>&1; then $(VENV)/bin/jupytext --sync notebooks/*.py; fi
+
+clean: ## remove .venv and the run cache outputs/runs
+	rm -rf $(VENV) outputs/runs

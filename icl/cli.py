@@ -1,0 +1,129 @@
+"""Command line: `python -m icl train|sweep|...`. Bad input exits with status 2 and one line that
+names the key, the value and what is allowed; no traceback."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import sys
+from pathlib import Path
+
+from .config import ConfigError, RunConfig, field_names, field_type
+
+# Subcommands that live in their own modules: each defines add_arguments(parser) and run(args).
+COMMANDS = {
+    "train": ("icl.cli", "train one model on one task"),
+    "sweep": ("icl.cli", "run every model a parameter file describes, through the run cache"),
+}
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, status 2, no usage dump
+        raise ConfigError(f"{self.prog}: {message}")
+
+
+def write_json(obj, path: str) -> None:
+    text = json.dumps(obj, indent=1)
+    if path == "-":
+        print(text)
+    else:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
+
+
+def add_config_flags(p: argparse.ArgumentParser) -> None:
+    """One flag per RunConfig field, dashes for underscores, with its default in the help."""
+    defaults = RunConfig()
+    for name in field_names():
+        kind = field_type(name).__name__
+        p.add_argument("--" + name.replace("_", "-"), dest=name, default=argparse.SUPPRESS, metavar=kind.upper(),
+                       help=f"(default: {getattr(defaults, name)})")
+
+
+def add_arguments_train(p: argparse.ArgumentParser) -> None:
+    add_config_flags(p)
+    p.add_argument("--json", metavar="PATH", help="write the result as JSON to PATH ('-' for standard output)")
+    p.add_argument("--cache", metavar="DIR", help="read/write the run cache in DIR (default: no cache)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def run_train(args) -> int:
+    from .cache import RunCache
+    from .sweep import run_sweep
+    from .train import train
+
+    values = {k: v for k, v in vars(args).items() if k in field_names()}
+    cfg = RunConfig.from_dict(values, "train")
+    if args.cache:
+        result = run_sweep([cfg], RunCache(args.cache), progress=not args.no_progress)[0]
+    else:
+        result = train(cfg, progress=not args.no_progress)
+    if args.json:
+        write_json(result, args.json)
+    print(f"{cfg.model} {cfg.task} depth {cfg.depth}: relative loss {result['initial_loss']:.4f} -> "
+          f"{result['final_loss']:.4f} in {result['wall_seconds']:.1f} s", file=sys.stderr)
+    return 0
+
+
+def add_arguments_sweep(p: argparse.ArgumentParser) -> None:
+    p.add_argument("params", metavar="PARAMS.yaml", help="sweep file: RunConfig keys, plus depths, seeds, "
+                   "models, learning_rates, top_ks (lists) and spectra (list of [input_exponent, task_exponent])")
+    p.add_argument("--cache", metavar="DIR", default="outputs/runs", help="run cache folder (default: outputs/runs)")
+    p.add_argument("--json", metavar="PATH", help="write {'runs': [...]} as JSON to PATH ('-' for standard output)")
+    p.add_argument("--executor", choices=("local", "submitit-local", "slurm"), default="local",
+                   help="where the runs execute (default: local, in this process)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+
+
+def run_sweep_command(args) -> int:
+    from .cache import RunCache
+    from .sweep import expand, read_yaml, run_sweep
+
+    cfgs = expand(read_yaml(args.params), args.params)
+    runner = None
+    if args.executor != "local":
+        from .cluster import submitit_runner
+
+        runner = submitit_runner(args.executor, Path(args.cache) / "submitit")
+    results = run_sweep(cfgs, RunCache(args.cache), progress=not args.no_progress, runner=runner)
+    if args.json:
+        write_json({"runs": results}, args.json)
+    print(f"{len(results)} runs done; results in {args.cache}", file=sys.stderr)
+    return 0
+
+
+HANDLERS = {"train": (add_arguments_train, run_train), "sweep": (add_arguments_sweep, run_sweep_command)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="python -m icl", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for name, (module, help_text) in COMMANDS.items():
+        add, _ = handler(name, module)
+        add(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def handler(name: str, module: str):
+    if module == "icl.cli":
+        return HANDLERS[name]
+    mod = importlib.import_module(module)
+    return mod.add_arguments, mod.run
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .train import DivergenceError
+
+    try:
+        args = build_parser().parse_args(argv)
+        return handler(args.command, COMMANDS[args.command][0])[1](args)
+    except ConfigError as err:
+        print(f"icl: error: {err}", file=sys.stderr)
+        return 2
+    except DivergenceError as err:
+        print(f"icl: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("icl: interrupted; finished runs are in the cache, a rerun resumes", file=sys.stderr)
+        return 130

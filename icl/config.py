@@ -1,0 +1,141 @@
+"""One validated configuration object, shared by the CLI, the notebooks and the run cache.
+
+Names follow the repository's convention: YAML/papermill use underscores (`context_length`),
+the CLI uses dashes (`--context-length`). Every default says where it comes from.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+MODELS = ("linear", "softmax", "shared_stream", "untied_values", "context_updates")
+TASKS = ("easy", "difficult")
+DEVICES = ("auto", "cpu", "cuda")
+SCHEDULES = ("cosine", "constant")
+RESIDUAL_SCALES = ("inverse_depth", "unit")
+
+
+class ConfigError(ValueError):
+    """A bad parameter: the message names the key, the value and what is allowed."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    # --- what is trained (SPEC §2)
+    model: str = "softmax"  # linear | softmax | shared_stream | untied_values | context_updates
+    depth: int = 1  # number of attention layers L
+    key_dim: int = 0  # d_k of Q_l, K_l; 0 means "= dim" (SPEC §7: a first-class parameter)
+    residual_scale: str = "inverse_depth"  # 1/L on every update keeps the output O(1) in L (ours)
+    init_scale: float = 1.0  # initial query/key scores have standard deviation ~ init_scale**2
+    # --- the task (SPEC §1)
+    task: str = "difficult"  # easy (copy the matching label) | difficult (mean of top-k labels)
+    top_k: int = 2  # k of the difficult task; top-2 is the paper's main case
+    input_exponent: float = 0.0  # a in lambda_k ~ k^-a
+    task_exponent: float = 0.0  # b in omega_k ~ k^-b
+    dim: int = 16  # d; the prototype of SPEC §7 used 16
+    context_length: int = 64  # P labelled tokens per context
+    normalize_inputs: bool = True  # project inputs onto the sphere |x| = sqrt(d) (SPEC §1, ours)
+    label_noise: float = 0.0  # std of Gaussian noise added to the context labels
+    # --- training (SPEC §2 "Training")
+    steps: int = 2000
+    batch_size: int = 256  # fresh contexts per step (online learning)
+    learning_rate: float = 3e-3  # Adam; the prototype of SPEC §7 used 3e-3 with cosine decay
+    schedule: str = "cosine"  # cosine decay to zero after a linear warm-up, or constant
+    warmup_fraction: float = 0.02
+    seed: int = 0
+    device: str = "auto"  # cuda when available, else cpu
+    # --- evaluation and diagnostics
+    eval_contexts: int = 2048  # held-out contexts, drawn once from a fixed seed
+    eval_points: int = 40  # evaluations along training (the loss curve)
+    plateau_tolerance: float = 0.01  # converged when the loss fell < 1% over the last 20% of steps
+    track_modes: bool = False  # mode-wise loss along training (M3)
+    track_focus: bool = False  # attention focusing and query/key norms along training (M4)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    @property
+    def resolved_key_dim(self) -> int:
+        return self.key_dim or self.dim
+
+    def replace(self, **changes: Any) -> "RunConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict, source: str = "parameters") -> "RunConfig":
+        unknown = sorted(set(values) - set(field_names()))
+        if unknown:
+            raise ConfigError(f"{source}: unknown key {unknown[0]!r}; allowed keys: {', '.join(field_names())}")
+        return cls(**{k: coerce(k, v) for k, v in values.items()})
+
+
+def field_names() -> list[str]:
+    return [f.name for f in fields(RunConfig)]
+
+
+def field_type(name: str) -> type:
+    default = next(f.default for f in fields(RunConfig) if f.name == name)
+    return type(default)
+
+
+def coerce(key: str, value: Any) -> Any:
+    """Convert a YAML/CLI value to the field's type, or say which key is wrong."""
+    kind = field_type(key)
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"{key}: {value!r} is not a boolean (true or false)")
+    if kind is int:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ConfigError(f"{key}: {value!r} is not an integer")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: {value!r} is not an integer") from None
+    if kind is float:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: {value!r} is not a number") from None
+    if not isinstance(value, str):
+        raise ConfigError(f"{key}: {value!r} is not a string")
+    return value
+
+
+def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{key}: unknown value {value!r}; allowed: {', '.join(allowed)}")
+
+
+def _at_least(key: str, value: float, low: float, what: str) -> None:
+    if not value >= low:  # also catches NaN
+        raise ConfigError(f"{key}: {value!r} is not allowed; it must be {what}")
+
+
+def validate(c: RunConfig) -> None:
+    _choice("model", c.model, MODELS)
+    _choice("task", c.task, TASKS)
+    _choice("device", c.device, DEVICES)
+    _choice("schedule", c.schedule, SCHEDULES)
+    _choice("residual_scale", c.residual_scale, RESIDUAL_SCALES)
+    for key in ("depth", "steps", "dim", "context_length", "batch_size", "eval_contexts", "eval_points"):
+        _at_least(key, getattr(c, key), 1, "an integer >= 1")
+    _at_least("key_dim", c.key_dim, 0, ">= 0 (0 means equal to dim)")
+    if not 1 <= c.top_k <= c.context_length:
+        raise ConfigError(f"top_k: {c.top_k} is not allowed; it must be between 1 and context_length ({c.context_length})")
+    for key in ("input_exponent", "task_exponent"):
+        if not math.isfinite(getattr(c, key)):
+            raise ConfigError(f"{key}: {getattr(c, key)!r} is not allowed; it must be a finite number")
+    _at_least("learning_rate", c.learning_rate, 0.0, "a number >= 0")
+    _at_least("label_noise", c.label_noise, 0.0, "a number >= 0")
+    _at_least("init_scale", c.init_scale, 0.0, "a number >= 0")
+    _at_least("plateau_tolerance", c.plateau_tolerance, 0.0, "a number >= 0")
+    if not 0.0 <= c.warmup_fraction < 1.0:
+        raise ConfigError(f"warmup_fraction: {c.warmup_fraction!r} is not allowed; it must be in [0, 1)")

@@ -1,0 +1,92 @@
+"""Sweeps: a parameter file expands into independent runs (models x spectra x depths x seeds x
+learning rates); runs that can share a batched pass are grouped; every finished group is written
+to the run cache at once, so a killed sweep resumes where it stopped."""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Callable
+
+import yaml
+from tqdm import tqdm
+
+from .cache import RunCache
+from .config import ConfigError, RunConfig, field_names
+from .train import group_key, train_group
+
+# Plural keys of a sweep file and the RunConfig field each one varies.
+PLURALS = {"depths": "depth", "seeds": "seed", "models": "model", "learning_rates": "learning_rate", "top_ks": "top_k"}
+
+
+def read_yaml(path: str | Path) -> dict:
+    """A YAML mapping, read with the safe loader; a missing or malformed file is a ConfigError."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such parameter file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must hold a mapping of parameter names to values, not {type(data).__name__}")
+    return data
+
+
+def expand(spec: dict, source: str = "sweep") -> list[RunConfig]:
+    """Every run a sweep mapping describes. `spectra` is a list of [input_exponent, task_exponent]."""
+    allowed = set(field_names()) | set(PLURALS) | {"spectra"}
+    unknown = sorted(set(spec) - allowed)
+    if unknown:
+        raise ConfigError(f"{source}: unknown key {unknown[0]!r}; allowed keys: {', '.join(sorted(allowed))}")
+    for plural, single in PLURALS.items():
+        if plural in spec and single in spec:
+            raise ConfigError(f"{source}: give either {single!r} or {plural!r}, not both")
+    base = {k: v for k, v in spec.items() if k in field_names()}
+    axes = []
+    for plural, single in PLURALS.items():
+        if plural in spec:
+            values = spec[plural]
+            if not isinstance(values, list) or not values:
+                raise ConfigError(f"{source}: {plural} must be a non-empty list, not {values!r}")
+            axes.append([{single: v} for v in values])
+    if "spectra" in spec:
+        spectra = spec["spectra"]
+        if not isinstance(spectra, list) or not all(isinstance(s, (list, tuple)) and len(s) == 2 for s in spectra):
+            raise ConfigError(f"{source}: spectra must be a list of [input_exponent, task_exponent] pairs, not {spectra!r}")
+        axes.append([{"input_exponent": a, "task_exponent": b} for a, b in spectra])
+    return [RunConfig.from_dict({**base, **{k: v for d in combo for k, v in d.items()}}, source)
+            for combo in itertools.product(*axes)]
+
+
+def groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
+    """Runs that differ only in depth and learning rate, in first-seen order."""
+    out: dict[tuple, list[RunConfig]] = {}
+    for c in cfgs:
+        out.setdefault(group_key(c), []).append(c)
+    return list(out.values())
+
+
+def run_sweep(cfgs: list[RunConfig], cache: RunCache | None = None, progress: bool = True,
+              runner: Callable[[list[list[RunConfig]]], list[list[dict]]] | None = None) -> list[dict]:
+    """Results in the order of cfgs. Cached runs are read; the others train group by group
+    (or through `runner`, e.g. a cluster executor, which gets all the missing groups at once)."""
+    cache = cache or RunCache()
+    results = {c: cache.load(c) for c in dict.fromkeys(cfgs)}
+    todo = groups([c for c, r in results.items() if r is None])
+    if runner is not None and todo:
+        for group, rs in zip(todo, runner(todo)):
+            for c, r in zip(group, rs):
+                cache.store(c, r)
+                results[c] = r
+    else:
+        bar = tqdm(total=len(results), initial=len(results) - sum(map(len, todo)), disable=not progress,
+                   desc="runs", unit="run", leave=False)
+        for group in todo:
+            for c, r in zip(group, train_group(group, progress=progress)):
+                cache.store(c, r)
+                results[c] = r
+            bar.update(len(group))
+        bar.close()
+    return [results[c] for c in cfgs]

@@ -1,0 +1,114 @@
+"""In-context tasks with rotated power-law spectra (SPEC §1, paper §2.1).
+
+Every context gets its own Haar rotation O_c, so the model cannot learn fixed directions:
+Sigma_c = O_c diag(lambda) O_c^T for the inputs, Omega_c = O_c diag(omega) O_c^T for the teacher.
+Sampling is vectorised over contexts and runs on whatever device the generator lives on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .config import RunConfig
+
+# Fixed seeds of the held-out sets: every training seed is judged on the same contexts.
+EVAL_SEED = 20_261_063
+VALIDATION_SEED = 11_063_2610
+
+
+@dataclass
+class Batch:
+    x: torch.Tensor  # (B, P, d) context inputs
+    y: torch.Tensor  # (B, P) context labels
+    xq: torch.Tensor  # (B, d) query input
+    weights: torch.Tensor  # (B, P) target weights over context tokens (one-hot or 1/k on top-k)
+    rotation: torch.Tensor  # (B, d, d) O_c, columns are the eigen-directions
+    teacher: torch.Tensor  # (B, d) w_c
+
+    @property
+    def target(self) -> torch.Tensor:  # (B,)
+        return (self.weights * self.y).sum(-1)
+
+    def __len__(self) -> int:
+        return self.x.shape[0]
+
+    def slice(self, start: int, stop: int) -> "Batch":
+        return Batch(*(t[start:stop] for t in self.tensors()))
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return self.x, self.y, self.xq, self.weights, self.rotation, self.teacher
+
+    def with_labels(self, y: torch.Tensor) -> "Batch":
+        """The same contexts with other labels (the mode-wise probe of M3)."""
+        return Batch(self.x, y, self.xq, self.weights, self.rotation, self.teacher)
+
+
+def power_spectrum(dim: int, exponent: float, device=None) -> torch.Tensor:
+    """k^-exponent for k = 1..dim, normalised to sum to dim (exponent 0 is isotropic)."""
+    k = torch.arange(1, dim + 1, dtype=torch.float64, device=device)
+    s = k ** (-float(exponent))
+    return (s * dim / s.sum()).float()
+
+
+def haar_rotations(n: int, dim: int, gen: torch.Generator) -> torch.Tensor:
+    """n Haar-distributed orthogonal matrices: QR of a Gaussian with the signs of R fixed."""
+    g = torch.randn(n, dim, dim, generator=gen, device=gen.device)
+    q, r = torch.linalg.qr(g)
+    return q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)
+
+
+def _project(x: torch.Tensor, radius: float) -> torch.Tensor:
+    return x * (radius / x.norm(dim=-1, keepdim=True))
+
+
+def top_k_weights(x: torch.Tensor, xq: torch.Tensor, k: int) -> torch.Tensor:
+    """1/k on the k context tokens with the highest cosine similarity to the query."""
+    cos = torch.einsum("bpd,bd->bp", x, xq) / (x.norm(dim=-1) * xq.norm(dim=-1, keepdim=True))
+    idx = cos.topk(k, dim=-1).indices
+    return torch.zeros_like(cos).scatter_(-1, idx, 1.0 / k)
+
+
+def sample_batch(cfg: RunConfig, n: int, gen: torch.Generator) -> Batch:
+    """n fresh contexts of the task that cfg describes, drawn with gen."""
+    d, P, dev = cfg.dim, cfg.context_length, gen.device
+    lam = power_spectrum(d, cfg.input_exponent, dev)
+    omega = power_spectrum(d, cfg.task_exponent, dev)
+    rot = haar_rotations(n, d, gen)  # (n, d, d)
+    # x = O diag(sqrt(lambda)) z, w = O diag(sqrt(omega / d)) z'
+    x = torch.einsum("bij,bpj->bpi", rot, torch.randn(n, P, d, generator=gen, device=dev) * lam.sqrt())
+    w = torch.einsum("bij,bj->bi", rot, torch.randn(n, d, generator=gen, device=dev) * (omega / d).sqrt())
+    if cfg.task == "easy":
+        # The query is a copy of a uniformly chosen context token: its closest token is itself.
+        pick = torch.randint(P, (n,), generator=gen, device=dev)
+        xq = x[torch.arange(n, device=dev), pick]
+    else:
+        xq = torch.einsum("bij,bj->bi", rot, torch.randn(n, d, generator=gen, device=dev) * lam.sqrt())
+    if cfg.normalize_inputs:
+        # Radius sqrt(d) keeps E|x|^2 = d as for Gaussian inputs, so Sigma stays of trace d.
+        x, xq = _project(x, d**0.5), _project(xq, d**0.5)
+    y = torch.einsum("bpd,bd->bp", x, w)
+    if cfg.label_noise > 0:
+        y = y + cfg.label_noise * torch.randn(n, P, generator=gen, device=dev)
+    if cfg.task == "easy":
+        weights = torch.nn.functional.one_hot(pick, P).to(x.dtype)
+    else:
+        weights = top_k_weights(x, xq, cfg.top_k)
+    return Batch(x, y, xq, weights, rot, w)
+
+
+def make_generator(seed: int, device: torch.device) -> torch.Generator:
+    gen = torch.Generator(device=device)
+    gen.manual_seed(int(seed))
+    return gen
+
+
+def held_out(cfg: RunConfig, device: torch.device, seed: int = EVAL_SEED) -> Batch:
+    """The fixed evaluation (or validation) set: drawn on the CPU so every device sees the same."""
+    batch = sample_batch(cfg, cfg.eval_contexts, make_generator(seed, torch.device("cpu")))
+    return Batch(*(t.to(device) for t in batch.tensors()))
+
+
+def mode_labels(batch: Batch) -> torch.Tensor:
+    """Labels of teachers along each eigen-direction, w = O_c e_k: (d, B, P)."""
+    return torch.einsum("bpd,bdk->kbp", batch.x, batch.rotation)

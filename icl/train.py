@@ -1,0 +1,259 @@
+"""Training: Adam on fresh contexts every step, a whole group of models in one batched pass.
+
+A *group* is a list of configs that differ only in `depth` and `learning_rate`. They share the
+data stream (same seed), so they train as one stack; each model keeps its own learning rate in a
+small Adam written for per-model rates (Adam is elementwise, so this equals separate runs).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from . import __version__
+from .config import ConfigError, RunConfig
+from .decomposition import decompose
+from .models import Stack, build, stack_order
+from .tasks import EVAL_SEED, VALIDATION_SEED, Batch, held_out, make_generator, mode_labels, power_spectrum, sample_batch
+
+EVAL_CHUNK = 512  # contexts per evaluation forward pass: bounds memory, not results
+PROBE_CONTEXTS = 256  # contexts used for the mode-wise and focusing probes along training
+SELECTION_PERCENTILES = list(range(1, 100))
+
+
+class DivergenceError(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device: 'cuda' was asked for but no CUDA device is available; use cpu or auto")
+    return torch.device(name)
+
+
+def group_key(cfg: RunConfig) -> tuple:
+    """Configs with equal keys can train together in one stack."""
+    return tuple(sorted(cfg.replace(depth=1, learning_rate=0.0).to_dict().items()))
+
+
+def lr_factor(cfg: RunConfig, step: int) -> float:
+    """Linear warm-up, then cosine decay to zero (or constant)."""
+    warm = max(1, int(cfg.warmup_fraction * cfg.steps))
+    if step < warm:
+        return (step + 1) / warm
+    if cfg.schedule == "constant":
+        return 1.0
+    return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, cfg.steps - warm)))
+
+
+class StackAdam:
+    """Adam with one learning rate per model of the stack (rows of each parameter map to models)."""
+
+    def __init__(self, stack: Stack, lrs: torch.Tensor, betas=(0.9, 0.999), eps=1e-8):
+        own = stack.owners()
+        self.params = [(p, lrs[own[n].to(lrs.device)].view(-1, *[1] * (p.dim() - 1))) for n, p in stack.named_parameters()]
+        self.moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p, _ in self.params]
+        self.betas, self.eps, self.t = betas, eps, 0
+
+    def zero_grad(self) -> None:
+        for p, _ in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self, factor: float) -> None:
+        self.t += 1
+        b1, b2 = self.betas
+        c1, c2 = 1 - b1**self.t, 1 - b2**self.t
+        for (p, lr), (m, v) in zip(self.params, self.moments):
+            m.lerp_(p.grad, 1 - b1)
+            v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+            p.addcdiv_(m * (lr * (factor / c1)), (v / c2).sqrt_().add_(self.eps), value=-1.0)
+
+
+@torch.no_grad()
+def predict(stack: Stack, batch: Batch, attention: bool = False):
+    """Predictions (B, M) and per-layer predictors (B, T) over a large set, in chunks."""
+    outs = [stack(batch.slice(i, i + EVAL_CHUNK), attention) for i in range(0, len(batch), EVAL_CHUNK)]
+    cat = lambda name: None if getattr(outs[0], name) is None else torch.cat([getattr(o, name) for o in outs])
+    return cat("pred"), cat("layer_preds"), cat("query_attention")
+
+
+def relative_losses(stack: Stack, batch: Batch) -> np.ndarray:
+    """Loss / E[y*^2] per model."""
+    pred, _, _ = predict(stack, batch)
+    t = batch.target
+    return (((pred - t[:, None]) ** 2).mean(0) / (t**2).mean()).cpu().numpy()
+
+
+@torch.no_grad()
+def mode_losses(stack: Stack, batch: Batch, omega: torch.Tensor) -> np.ndarray:
+    """M3: loss_k = omega_k E[(y_hat - y*)^2] for teachers along each eigen-direction: (M, d)."""
+    probe = batch.slice(0, PROBE_CONTEXTS)
+    labels = mode_labels(probe)  # (d, B, P)
+    d, B, P = labels.shape
+    rep = lambda t: t.unsqueeze(0).expand(d, *t.shape).reshape(d * B, *t.shape[1:])
+    big = Batch(rep(probe.x), labels.reshape(d * B, P), rep(probe.xq), rep(probe.weights), rep(probe.rotation), rep(probe.teacher))
+    pred, _, _ = predict(stack, big)  # (d*B, M)
+    err = ((pred - big.target[:, None]) ** 2).reshape(d, B, -1).mean(1)  # (d, M)
+    return (err * omega[:, None]).T.cpu().numpy()
+
+
+@torch.no_grad()
+def focus_stats(stack: Stack, batch: Batch) -> dict[str, np.ndarray] | None:
+    """M4: attention mass on the target tokens, attention entropy, query/key norms, per model."""
+    probe = batch.slice(0, PROBE_CONTEXTS)
+    out = stack(probe, attention=True)
+    if out.query_attention is None:
+        return None
+    att = out.query_attention  # (B, T, P)
+    on_target = (att * (probe.weights > 0).unsqueeze(1)).sum(-1).mean(0)  # (T,)
+    entropy = -(att * att.clamp_min(1e-30).log()).sum(-1).mean(0)
+    per_model = lambda v: (v @ stack.layer_mean).cpu().numpy()
+    return {
+        "target_mass": per_model(on_target),
+        "entropy": per_model(entropy),
+        "query_norm": per_model(stack.query.flatten(1).norm(dim=1)),
+        "key_norm": per_model(stack.key.flatten(1).norm(dim=1)),
+    }
+
+
+def token_selection(stack: Stack, att: torch.Tensor, weights: torch.Tensor) -> np.ndarray:
+    """M5: per context, total-variation distance between the layer-averaged query attention and
+    the target weights; its percentiles per model, (M, 99)."""
+    mean_att = torch.einsum("btp,tm->bmp", att, stack.layer_mean)
+    dist = 0.5 * (mean_att - weights.unsqueeze(1)).abs().sum(-1)  # (B, M)
+    return np.percentile(dist.cpu().numpy(), SELECTION_PERCENTILES, axis=0).T
+
+
+def plateau(curve_steps: list[int], curve: list[float], total_steps: int) -> float:
+    """Relative fall of the smoothed loss over the last 20% of training (0 = flat)."""
+    smooth = np.array([np.median(curve[max(0, i - 1) : i + 2]) for i in range(len(curve))])
+    at80 = int(np.argmin(np.abs(np.array(curve_steps) - 0.8 * total_steps)))
+    end = float(np.median(curve[-2:]))
+    return float((smooth[at80] - end) / max(end, 1e-12))
+
+
+def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
+    """Train every config of one group in a single batched pass; one result dict per config."""
+    keys = {group_key(c) for c in cfgs}
+    if len(keys) != 1:
+        raise ValueError("train_group needs configs that differ only in depth and learning_rate")
+    base = cfgs[0]
+    device = resolve_device(base.device)
+    order = sorted(range(len(cfgs)), key=lambda i: -cfgs[i].depth) if base.model in ("linear", "context_updates", "shared_stream") else list(range(len(cfgs)))
+    depths = [cfgs[i].depth for i in order]
+    assert depths == stack_order(base.model, depths)
+    torch.manual_seed(base.seed)
+    stack = build(base, depths).to(device)
+    lrs = torch.tensor([cfgs[i].learning_rate for i in order], device=device)
+    opt = StackAdam(stack, lrs)
+    gen = make_generator(base.seed, device)
+    evalset, valset = held_out(base, device, EVAL_SEED), held_out(base, device, VALIDATION_SEED)
+    omega = power_spectrum(base.dim, base.task_exponent, device)
+    checkpoints = sorted({round(i * base.steps / base.eval_points) for i in range(base.eval_points + 1)})
+    curve, modes, focus = [], [], []
+
+    def record(step: int) -> None:
+        curve.append(relative_losses(stack, evalset))
+        if base.track_modes:
+            modes.append(mode_losses(stack, evalset, omega))
+        if base.track_focus:
+            focus.append(focus_stats(stack, evalset))
+
+    start = time.perf_counter()
+    bar = tqdm(total=base.steps, disable=not progress, mininterval=2.0, leave=False,
+               desc=f"{base.model}/{base.task} L={','.join(map(str, sorted(set(depths))))}")
+    for step in range(base.steps):
+        if step in checkpoints:
+            record(step)
+        batch = sample_batch(base, base.batch_size, gen)
+        losses = ((stack(batch).pred - batch.target[:, None]) ** 2).mean(0)  # (M,)
+        if (step % 25 == 0 or step == base.steps - 1) and not torch.isfinite(losses).all():
+            bad = depths[int((~torch.isfinite(losses)).nonzero()[0])]
+            raise DivergenceError(f"training diverged (loss is NaN or inf) at step {step} for {base.model} depth {bad}")
+        opt.zero_grad()
+        losses.sum().backward()
+        opt.step(lr_factor(base, step))
+        bar.update(1)
+    bar.close()
+    record(base.steps)
+    wall = time.perf_counter() - start
+    if not np.isfinite(curve[-1]).all():
+        raise DivergenceError(f"training diverged: final evaluation loss is NaN or inf ({base.model})")
+    final = summarise(stack, evalset, valset)
+    results = [None] * len(cfgs)
+    for m, i in enumerate(order):
+        r = {
+            "config": cfgs[i].to_dict(),
+            "version": __version__,
+            "device": device.type,
+            "initial_loss": float(curve[0][m]),
+            "final_loss": float(curve[-1][m]),
+            "validation_loss": float(final["validation"][m]),
+            "target_power": final["target_power"],
+            "loss_curve": {"step": checkpoints, "loss": [float(c[m]) for c in curve]},
+            "wall_seconds": wall,
+            "steps_per_second": base.steps / wall,
+            "models_in_pass": len(cfgs),
+        }
+        r["plateau"] = plateau(checkpoints, r["loss_curve"]["loss"], base.steps)
+        r["converged"] = bool(r["plateau"] < base.plateau_tolerance)
+        r.update(final["per_model"][m])
+        if base.track_modes:
+            r["modes"] = {"step": checkpoints, "omega": omega.cpu().tolist(), "loss": [mm[m].tolist() for mm in modes]}
+        if base.track_focus and focus[0] is not None:
+            r["focus"] = {"step": checkpoints, **{k: [float(f[k][m]) for f in focus] for k in focus[0]}}
+        results[i] = r
+    return results
+
+
+def summarise(stack: Stack, evalset: Batch, valset: Batch) -> dict:
+    """Final numbers: decomposition (M2), token selection (M5) and the parameters the linear
+    theory and the context-update analysis read (M6, M7)."""
+    pred, layer_preds, att = predict(stack, evalset, attention=True)
+    target = evalset.target
+    power = float((target**2).mean())
+    per_model = [{} for _ in stack.depths]
+    for m in range(stack.n_models):
+        sel = (stack.layer_model == m).nonzero().flatten()
+        if layer_preds is not None:
+            per_model[m]["decomposition"] = decompose(layer_preds[:, sel], target, power)
+        if att is not None:
+            per_model[m]["token_selection"] = {"percentile": SELECTION_PERCENTILES}
+    if att is not None:
+        sel_pct = token_selection(stack, att, evalset.weights)
+        for m in range(stack.n_models):
+            per_model[m]["token_selection"]["distance"] = sel_pct[m].tolist()
+    extras(stack, evalset, per_model)
+    return {"validation": relative_losses(stack, valset), "target_power": power, "per_model": per_model}
+
+
+@torch.no_grad()
+def extras(stack: Stack, evalset: Batch, per_model: list[dict]) -> None:
+    """Model-specific parameters worth keeping in the result."""
+    from .models import ContextUpdates, LinearAttention
+
+    if isinstance(stack, LinearAttention):
+        for m, g in enumerate(stack.gammas()):
+            per_model[m]["parameters"] = {"gammas": g.cpu().tolist(), "readout": float(stack.readout[m])}
+    if isinstance(stack, ContextUpdates):
+        probe = evalset.slice(0, 64)
+        ctx = stack(probe, attention=True).context_attention  # (B, T, P, P)
+        diag = torch.diagonal(ctx, dim1=-2, dim2=-1).sum(-1).mean(0) / ctx.shape[-1]  # mass on self
+        for m in range(stack.n_models):
+            sel = (stack.layer_model == m).nonzero().flatten()
+            per_model[m]["parameters"] = {
+                "context_scalar": stack.context_scalar[sel].cpu().tolist(),
+                "self_attention_mass": diag[sel].cpu().tolist(),
+                "context_attention_example": ctx[0, sel[0]].cpu().tolist(),
+            }
+
+
+def train(cfg: RunConfig, progress: bool = True) -> dict:
+    """One model, one task."""
+    return train_group([cfg], progress)[0]
