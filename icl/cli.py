@@ -15,6 +15,8 @@ from .config import ConfigError, RunConfig, field_names, field_type
 COMMANDS = {
     "train": ("icl.cli", "train one model on one task"),
     "sweep": ("icl.cli", "run every model a parameter file describes, through the run cache"),
+    "reproduce": ("icl.reproduce", "run every notebook with papermill at a profile into outputs/"),
+    "golden": ("icl.golden", "write the ci-profile golden notebooks that nbval compares against"),
 }
 
 

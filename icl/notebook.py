@@ -1,0 +1,233 @@
+"""What every notebook needs and no notebook should define: checked parameters, runs through the
+cache, and outputs (figures, tables, results.json with the claim verdicts) in one place.
+
+Papermill only *warns* about parameters a notebook does not declare. So the parameters cell ends
+with `nb.end_of_parameters(globals())`, which records the declared names and their defaults; the
+next cell calls `nb.parameters(globals())`, which stops on any name papermill injected that was
+not declared, and on any value of the wrong type or an impossible run setting.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .cache import RunCache
+from .config import ConfigError, RunConfig, field_names
+from .sweep import run_sweep
+
+_DECLARED: dict[str, object] = {}
+PARAMETER_TYPES = (bool, int, float, str, list, tuple, dict, type(None))
+STATUSES = ("reproduced", "partly reproduced", "not reproduced")
+
+
+def repo_root(start: Path | None = None) -> Path:
+    """The folder holding pyproject.toml and icl/, found upwards from the working directory."""
+    here = (start or Path.cwd()).resolve()
+    for p in (here, *here.parents):
+        if (p / "pyproject.toml").exists() and (p / "icl").is_dir():
+            return p
+    raise FileNotFoundError(f"no repository root (pyproject.toml + icl/) above {here}")
+
+
+def _parameter_like(ns: dict) -> dict:
+    return {k: v for k, v in ns.items() if not k.startswith("_") and isinstance(v, PARAMETER_TYPES) and k not in ("In", "Out")}
+
+
+def end_of_parameters(ns: dict) -> None:
+    """Record the names and defaults the parameters cell declared."""
+    _DECLARED.clear()
+    _DECLARED.update({k: _copy(v) for k, v in _parameter_like(ns).items()})
+
+
+def _copy(v):
+    return json.loads(json.dumps(v)) if isinstance(v, (list, dict, tuple)) else v
+
+
+def _check_type(key: str, value, default) -> object:
+    if default is None or value is None:
+        return value
+    if isinstance(default, bool) != isinstance(value, bool):
+        raise ConfigError(f"{key}: {value!r} is not allowed; it must be a boolean like its default {default!r}")
+    if isinstance(default, float) and isinstance(value, int):
+        return float(value)
+    if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
+        return list(value)
+    if type(value) is not type(default):
+        raise ConfigError(f"{key}: {value!r} is not allowed; it must be a {type(default).__name__} like its default {default!r}")
+    return value
+
+
+@dataclass
+class Settings:
+    """A notebook's validated parameters and what follows from them."""
+
+    values: dict
+    root: Path
+    output_dir: Path
+    cache: RunCache | None
+    claims: list = field(default_factory=list)
+
+    def __getitem__(self, key):
+        return self.values[key]
+
+    def config(self, **overrides) -> RunConfig:
+        """The base run config: every RunConfig field the notebook declares, then overrides."""
+        base = {k: v for k, v in self.values.items() if k in field_names()}
+        return RunConfig.from_dict({**base, **overrides}, "parameters")
+
+    def grid(self, depths, seeds=None, spectra=None, **overrides) -> list[RunConfig]:
+        """Every (spectrum, seed, depth) combination, in that nesting order."""
+        spectra = spectra if spectra is not None else [[self.config().input_exponent, self.config().task_exponent]]
+        seeds = seeds if seeds is not None else [self.config(**overrides).seed]
+        return [self.config(**overrides, input_exponent=a, task_exponent=b, seed=s, depth=L)
+                for a, b in spectra for s in seeds for L in depths]
+
+    def run(self, cfgs: list[RunConfig]) -> list[dict]:
+        """Train (or read from the cache) every config; groups train in one batched pass."""
+        cache = self.cache or RunCache(tempfile.mkdtemp(prefix="icl-runs-"))
+        return run_sweep(cfgs, cache, progress=self.values.get("progress", True))
+
+    def path(self, name: str) -> Path:
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        return self.output_dir / name
+
+    def relpath(self, path: Path) -> str:
+        return os.path.relpath(path, self.root)
+
+
+def parameters(ns: dict) -> Settings:
+    """Validate the notebook's parameters (declared + papermill-injected) and set up its outputs."""
+    if not _DECLARED:
+        raise RuntimeError("call nb.end_of_parameters(globals()) at the end of the parameters cell")
+    current = _parameter_like(ns)
+    unknown = sorted(set(current) - set(_DECLARED))
+    if unknown:
+        raise ConfigError(f"unknown parameter {unknown[0]!r}; this notebook's parameters are: {', '.join(sorted(_DECLARED))}")
+    values = {k: _check_type(k, current[k], d) for k, d in _DECLARED.items()}
+    # A custom spectrum given on the papermill command line replaces the notebook's list of spectra.
+    if values.get("input_exponent") is not None or values.get("task_exponent") is not None:
+        custom = [float(values.get("input_exponent") or 0.0), float(values.get("task_exponent") or 0.0)]
+        for v in custom:
+            if not math.isfinite(v):
+                raise ConfigError(f"input_exponent/task_exponent: {v!r} is not a finite number")
+        values["spectra"] = [custom]
+    values.pop("input_exponent", None), values.pop("task_exponent", None)
+    _validate_axes(values)
+    if values.get("threads"):
+        import torch
+
+        torch.set_num_threads(int(values["threads"]))
+    root = repo_root()
+    out = root / values["output_dir"]
+    cache = RunCache(root / values["cache_dir"]) if values.get("cache_dir") else None
+    settings = Settings(values, root, out, cache)
+    settings.config()  # every run setting is checked here, before anything trains
+    return settings
+
+
+def _validate_axes(values: dict) -> None:
+    for key, v in values.items():
+        if key.endswith("depths") or key == "seeds":
+            if not v or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+                raise ConfigError(f"{key}: {v!r} is not allowed; it must be a non-empty list of integers")
+            if key.endswith("depths") and min(v) < 1:
+                raise ConfigError(f"{key}: {v!r} is not allowed; every depth must be >= 1")
+        if key.endswith("spectra"):
+            ok = isinstance(v, list) and all(isinstance(s, (list, tuple)) and len(s) == 2 and
+                                             all(isinstance(x, (int, float)) and math.isfinite(x) for x in s) for s in v)
+            if not ok:
+                raise ConfigError(f"{key}: {v!r} is not allowed; it must be a list of [input_exponent, task_exponent] pairs")
+
+
+# ---------------------------------------------------------------- outputs
+
+
+def save_figure(s: Settings, fig, name: str) -> str:
+    """PNG (for the README and the notebook) and PDF (for print); returns the PNG's repo path."""
+    png = s.path(f"{name}.png")
+    fig.savefig(png, dpi=130, bbox_inches="tight")
+    fig.savefig(s.path(f"{name}.pdf"), bbox_inches="tight")
+    return s.relpath(png)
+
+
+def markdown_table(df: pd.DataFrame, digits: int = 3) -> str:
+    fmt = lambda v: (f"{v:.{digits}g}" if isinstance(v, (float, np.floating)) and math.isfinite(v) else
+                     ("" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)))
+    rows = [[fmt(v) for v in r] for r in df.itertuples(index=False)]
+    head = "| " + " | ".join(map(str, df.columns)) + " |\n|" + "---|" * len(df.columns) + "\n"
+    return head + "".join("| " + " | ".join(r) + " |\n" for r in rows)
+
+
+def save_table(s: Settings, df: pd.DataFrame, name: str) -> str:
+    df.to_csv(s.path(f"{name}.csv"), index=False)
+    s.path(f"{name}.md").write_text(markdown_table(df))
+    return s.relpath(s.path(f"{name}.csv"))
+
+
+def losses_frame(results: list[dict]) -> pd.DataFrame:
+    """One row per trained model: what it was and where it ended."""
+    rows = []
+    for r in results:
+        c, dec = r["config"], r.get("decomposition") or {}
+        rows.append({"model": c["model"], "task": c["task"], "top_k": c["top_k"] if c["task"] == "difficult" else None,
+                     "input_exponent": c["input_exponent"], "task_exponent": c["task_exponent"], "key_dim": c["key_dim"] or c["dim"],
+                     "depth": c["depth"], "seed": c["seed"], "learning_rate": c["learning_rate"], "loss": r["final_loss"],
+                     "A_L": dec.get("A"), "C_L": dec.get("C"), "plateau": r["plateau"], "converged": r["converged"]})
+    return pd.DataFrame(rows)
+
+
+def claim(s: Settings, cid: str, text: str, status: str, measured: dict, figure: str, criterion: str) -> dict:
+    """Record one claim's verdict (it goes to results.json, then to outputs/REPORT.md)."""
+    if status not in STATUSES:
+        raise ValueError(f"status {status!r}; allowed: {STATUSES}")
+    row = {"id": cid, "claim": text, "criterion": criterion, "status": status, "measured": _round(measured), "figure": figure}
+    s.claims = [c for c in s.claims if c["id"] != cid] + [row]
+    return row
+
+
+def _round(v, digits: int = 4):
+    if isinstance(v, dict):
+        return {k: _round(x, digits) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_round(x, digits) for x in v]
+    if isinstance(v, (float, np.floating)):
+        return float(f"{float(v):.{digits}g}") if math.isfinite(v) else None
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def write_results(s: Settings, numbers: dict) -> str:
+    """results.json: the parameters, every fitted number and the claim verdicts."""
+    payload = {"parameters": s.values, "numbers": _round(numbers, 6), "claims": s.claims}
+    path = s.path("results.json")
+    path.write_text(json.dumps(payload, indent=1, default=str))
+    return s.relpath(path)
+
+
+def show(numbers: dict, digits: int = 3) -> None:
+    """Print numbers rounded to `digits` significant digits, one per line: the lines nbval checks."""
+    for k, v in numbers.items():
+        print(f"{k}: {_fmt(v, digits)}")
+
+
+def _fmt(v, digits):
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.{digits}g}" if math.isfinite(v) else "nan"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_fmt(x, digits) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_fmt(x, digits)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+def show_claims(s: Settings) -> None:
+    for c in s.claims:
+        print(f"{c['id']}: {c['status']}")

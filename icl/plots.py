@@ -1,0 +1,63 @@
+"""One plotting style for every notebook, and the figures more than one notebook draws."""
+from __future__ import annotations
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
+
+
+def style() -> None:
+    plt.rcParams.update({"figure.dpi": 110, "font.size": 10, "axes.grid": True, "grid.alpha": 0.3,
+                         "axes.prop_cycle": matplotlib.cycler(color=COLORS), "legend.frameon": False,
+                         "axes.spines.top": False, "axes.spines.right": False})
+
+
+def spectrum_label(a: float, b: float) -> str:
+    return f"(a, b) = ({a:g}, {b:g})"
+
+
+def depth_summary(df: pd.DataFrame, value: str = "loss") -> pd.DataFrame:
+    """Mean, standard error over seeds and convergence of `value` at each depth."""
+    g = df.groupby("depth")
+    out = pd.DataFrame({"mean": g[value].mean(), "sem": g[value].sem().fillna(0.0), "n": g[value].size()})
+    if "converged" in df:
+        out["converged"] = g["converged"].all()
+    return out.reset_index()
+
+
+def loss_vs_depth(ax, df: pd.DataFrame, label: str, color=None, fit=None, value: str = "loss") -> None:
+    """Measured points with error bars over seeds (hollow where a run had not reached its
+    plateau), and the fitted L0 + c L^-alpha as a line."""
+    s = depth_summary(df, value)
+    line = ax.errorbar(s["depth"], s["mean"], yerr=s["sem"], fmt="o", ms=5, capsize=2, color=color, label=label)
+    color = line[0].get_color()
+    if "converged" in s and not s["converged"].all():
+        bad = s[~s["converged"]]
+        ax.plot(bad["depth"], bad["mean"], "o", ms=9, mfc="none", color="k", label=None)
+    if fit is not None and getattr(fit, "converged", True):
+        L = np.geomspace(s["depth"].min(), s["depth"].max(), 100)
+        ax.plot(L, fit.L0 + fit.c * L ** (-fit.alpha), "-", color=color, alpha=0.8,
+                label=f"fit: alpha = {fit.alpha:.2f} ± {fit.alpha_se:.2f}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("depth L")
+    ax.set_ylabel("relative loss  R_L = E[(ŷ - y*)²] / E[y*²]" if value == "loss" else value)
+
+
+def training_curves(ax, results: list[dict], title: str = "") -> None:
+    """Evaluation loss along training, one line per depth (colour = depth)."""
+    depths = sorted({r["config"]["depth"] for r in results})
+    cmap = plt.get_cmap("viridis", max(2, len(depths)))
+    for r in results:
+        c = r["loss_curve"]
+        k = depths.index(r["config"]["depth"])
+        ax.plot(np.maximum(c["step"], 1), c["loss"], color=cmap(k), lw=1, alpha=0.8,
+                label=f"L = {r['config']['depth']}" if r["config"]["seed"] == results[0]["config"]["seed"] else None)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("relative evaluation loss")
+    ax.set_title(title)

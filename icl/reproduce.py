@@ -1,0 +1,119 @@
+"""`python -m icl reproduce` runs every notebook with papermill at a profile's parameters and
+gathers the claim verdicts into REPORT.md; `python -m icl golden` writes the ci-profile copies
+in tests/golden/ that nbval compares against."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from .config import ConfigError
+from .notebook import markdown_table, repo_root
+from .sweep import read_yaml
+
+NOTEBOOKS = ("01_easy_linear", "02_easy_nonlinear", "03_difficult", "04_generalized", "05_fitting_appendix")
+PROFILES = ("ci", "quick", "paper")
+
+
+def profile_root(profile: str) -> str:
+    """Where a profile's outputs go: the committed quick results at the top of outputs/."""
+    return "outputs" if profile == "quick" else f"outputs/{profile}"
+
+
+def notebook_parameters(root: Path, profile: str, name: str, device: str | None) -> dict:
+    params = read_yaml(root / "params" / profile / f"{name}.yaml")
+    if device:
+        params["device"] = device
+    return params
+
+
+def execute(root: Path, name: str, params: dict, out: Path) -> float:
+    import papermill
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    papermill.execute_notebook(str(root / "notebooks" / f"{name}.ipynb"), str(out), parameters=params,
+                               kernel_name="python3", cwd=str(root / "notebooks"), progress_bar=False)
+    return time.perf_counter() - start
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)} (default: quick)")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="run only these notebooks (e.g. 03_difficult)")
+
+
+def run(args) -> int:
+    if args.profile not in PROFILES:
+        raise ConfigError(f"profile: unknown value {args.profile!r}; allowed: {', '.join(PROFILES)}")
+    names = args.only or NOTEBOOKS
+    bad = [n for n in names if n not in NOTEBOOKS]
+    if bad:
+        raise ConfigError(f"only: unknown notebook {bad[0]!r}; allowed: {', '.join(NOTEBOOKS)}")
+    root = repo_root()
+    base = root / profile_root(args.profile)
+    times = {}
+    for i, name in enumerate(names, 1):
+        params = notebook_parameters(root, args.profile, name, args.device)
+        out = root / params["output_dir"] / f"{name}.ipynb"
+        print(f"[{i}/{len(names)}] {name} ({args.profile}) ...", file=sys.stderr, flush=True)
+        times[name] = round(execute(root, name, params, out), 1)
+        print(f"[{i}/{len(names)}] {name} done in {times[name]:.0f} s -> {out.relative_to(root)}", file=sys.stderr, flush=True)
+    timing = base / "timings.json"
+    old = json.loads(timing.read_text()) if timing.exists() else {}
+    timing.write_text(json.dumps({**old, **times}, indent=1))
+    report = write_report(root, args.profile)
+    print(f"total {sum(times.values()):.0f} s; report: {report.relative_to(root)}", file=sys.stderr)
+    return 0
+
+
+def write_report(root: Path, profile: str) -> Path:
+    """REPORT.md and claims.json: one row per claim, from every notebook's results.json."""
+    base = root / profile_root(profile)
+    rows = []
+    for name in NOTEBOOKS:
+        path = root / profile_root(profile) / name / "results.json"
+        if path.exists():
+            rows += [{**c, "notebook": name} for c in json.loads(path.read_text())["claims"]]
+    rows.sort(key=lambda c: int(c["id"][1:]))
+    (base / "claims.json").write_text(json.dumps(rows, indent=1))
+    import pandas as pd
+
+    table = pd.DataFrame([{"id": c["id"], "claim": c["claim"], "status": c["status"],
+                           "measured": "; ".join(f"{k} = {_short(v)}" for k, v in c["measured"].items()),
+                           "figure": f"[{Path(c['figure']).name}]({Path(c['figure']).relative_to(profile_root(profile))})"}
+                          for c in rows])
+    times = json.loads((base / "timings.json").read_text()) if (base / "timings.json").exists() else {}
+    text = (f"# Reproduction report ({profile} profile)\n\n"
+            "Each row is one claim of the paper in our words, the numbers our runs measured, and the verdict "
+            "under the criterion written in the notebook before the numbers were computed.\n\n"
+            + (markdown_table(table) if rows else "No results yet: run `make reproduce`.\n")
+            + "\n" + "".join(f"- `{c['id']}` criterion: {c['criterion']}\n" for c in rows)
+            + ("\nNotebook wall times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in times.items()) + "\n" if times else ""))
+    (base / "REPORT.md").write_text(text)
+    return base / "REPORT.md"
+
+
+def _short(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_short(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_short(x)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+def add_arguments_golden(p) -> None:
+    p.add_argument("--only", nargs="+", metavar="NAME", help="regenerate only these notebooks")
+
+
+def run_golden(args) -> int:
+    root = repo_root()
+    for name in args.only or NOTEBOOKS:
+        params = notebook_parameters(root, "ci", name, None)
+        out = root / "tests" / "golden" / f"{name}.ipynb"
+        seconds = execute(root, name, params, out)
+        print(f"{name}: golden copy written in {seconds:.0f} s", file=sys.stderr, flush=True)
+    return 0
