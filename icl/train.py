@@ -70,6 +70,8 @@ class StackAdam:
         b1, b2 = self.betas
         c1, c2 = 1 - b1**self.t, 1 - b2**self.t
         for (p, lr), (m, v) in zip(self.params, self.moments):
+            if p.grad is None:  # unused by the loss (e.g. the last context update): a zero gradient
+                continue  # leaves p unchanged too, as its moments stay zero
             m.lerp_(p.grad, 1 - b1)
             v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
             p.addcdiv_(m * (lr * (factor / c1)), (v / c2).sqrt_().add_(self.eps), value=-1.0)
