@@ -159,6 +159,7 @@ def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
     omega = power_spectrum(base.dim, base.task_exponent, device)
     checkpoints = sorted({round(i * base.steps / base.eval_points) for i in range(base.eval_points + 1)})
     curve, modes, focus = [], [], []
+    first_bad = torch.full((len(cfgs),), -1, device=device)  # (M,) first step with a NaN/inf loss
 
     def record(step: int) -> None:
         curve.append(relative_losses(stack, evalset))
@@ -175,9 +176,13 @@ def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
             record(step)
         batch = sample_batch(base, base.batch_size, gen)
         losses = ((stack(batch).pred - batch.target[:, None]) ** 2).mean(0)  # (M,)
-        if (step % 25 == 0 or step == base.steps - 1) and not torch.isfinite(losses).all():
-            bad = depths[int((~torch.isfinite(losses)).nonzero()[0])]
-            raise DivergenceError(f"training diverged (loss is NaN or inf) at step {step} for {base.model} depth {bad}")
+        # Noted on the device at every step, read every 25 steps (a read syncs a GPU), so the
+        # error names the step where the loss first broke, not the step it was noticed.
+        first_bad = torch.where((first_bad < 0) & ~torch.isfinite(losses), step, first_bad)
+        if (step % 25 == 0 or step == base.steps - 1) and bool((first_bad >= 0).any()):
+            m = int(torch.where(first_bad >= 0, first_bad, base.steps).argmin())
+            raise DivergenceError(f"training diverged (loss is NaN or inf) at step {int(first_bad[m])} "
+                                  f"for {base.model} depth {depths[m]}")
         opt.zero_grad()
         losses.sum().backward()
         opt.step(lr_factor(base, step))
