@@ -76,6 +76,13 @@ def add_arguments_sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", choices=("local", "submitit-local", "slurm"), default="local",
                    help="where the runs execute (default: local, in this process)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    # The options that matter most live in the file, so the help lists them too, one a line.
+    defaults = RunConfig()
+    keys = "\n".join(f"  {name:<20} (default: {getattr(defaults, name)})" for name in field_names())
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = ("keys of PARAMS.yaml (any RunConfig field; unknown keys are an error):\n" + keys +
+                "\nlists that sweep an axis: depths, seeds, models, learning_rates, top_ks, "
+                "spectra ([[input_exponent, task_exponent], ...])")
 
 
 def run_sweep_command(args) -> int:
