@@ -4,6 +4,7 @@ in tests/golden/ that nbval compares against."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -76,7 +77,7 @@ def write_report(root: Path, profile: str) -> Path:
         path = root / profile_root(profile) / name / "results.json"
         if path.exists():
             rows += [{**c, "notebook": name} for c in json.loads(path.read_text())["claims"]]
-    rows.sort(key=lambda c: int(c["id"][1:]))
+    rows.sort(key=claim_order)
     (base / "claims.json").write_text(json.dumps(rows, indent=1))
     import pandas as pd
 
@@ -93,6 +94,12 @@ def write_report(root: Path, profile: str) -> Path:
             + ("\nNotebook wall times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in times.items()) + "\n" if times else ""))
     (base / "REPORT.md").write_text(text)
     return base / "REPORT.md"
+
+
+def claim_order(c: dict) -> tuple:
+    """C1 < C2 < ... < C6a < C6b < ... < C10: by number, then by the letter after it."""
+    m = re.fullmatch(r"C(\d+)(\w*)", c["id"])
+    return (int(m.group(1)), m.group(2)) if m else (10**6, c["id"])
 
 
 def _short(v) -> str:
