@@ -80,6 +80,30 @@ class Stack(nn.Module):
         return torch.einsum("bpd,btd->btp", x, a)
 
 
+class QueryReadout(torch.autograd.Function):
+    """f_t = sum_mu softmax_mu(a_t . x_mu) y_mu for every layer t, with a hand-written backward:
+    d f / d s_mu = A_mu (y_mu - f), one pass over the (B, T, P) weights instead of autograd's
+    outer product and softmax backward. Returns (f, A); A carries no gradient."""
+
+    @staticmethod
+    def forward(ctx, a, x, y):  # a (B, T, d), x (B, P, d), y (B, P)
+        att = torch.softmax(a @ x.transpose(1, 2), dim=-1)  # (B, T, P)
+        f = (att @ y.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        ctx.save_for_backward(a, x, y, att, f)
+        ctx.mark_non_differentiable(att)
+        ctx.set_materialize_grads(False)  # no (B, T, P) zeros for att's (absent) gradient
+        return f, att
+
+    @staticmethod
+    def backward(ctx, grad_f, _grad_att):
+        a, x, y, att, f = ctx.saved_tensors
+        ds = (y.unsqueeze(1) - f.unsqueeze(-1)).mul_(att).mul_(grad_f.unsqueeze(-1))  # (B, T, P)
+        ga = ds @ x if ctx.needs_input_grad[0] else None  # (B, T, d)
+        gx = ds.transpose(1, 2) @ a if ctx.needs_input_grad[1] else None  # (B, P, d)
+        gy = (grad_f.unsqueeze(1) @ att).squeeze(1) if ctx.needs_input_grad[2] else None  # (B, P)
+        return ga, gx, gy
+
+
 class SoftmaxEnsemble(Stack):
     """Fixed context labels, so y_hat = c * sum_l sum_mu A^l_{q,mu} y_mu: an ensemble of L
     independently parameterised softmax predictors (SPEC §2, Appendix B).
@@ -96,8 +120,10 @@ class SoftmaxEnsemble(Stack):
             self.value = nn.Parameter(torch.ones(len(self.layer_model)))  # V_l per layer
 
     def forward(self, batch: Batch, attention: bool = False) -> Output:
-        att = torch.softmax(self.query_scores(batch.x, batch.xq), dim=-1)  # (B, T, P)
-        f = torch.einsum("btp,bp->bt", att, batch.y)  # each layer's attention-weighted label
+        # x_mu . (K_l^T Q_l x_q): one (B, d) x (d, T*d) product through the merged K_l^T Q_l.
+        merged = torch.einsum("tkd,tke->tde", self.key, self.query)  # (T, d, d) K_l^T Q_l
+        a = (batch.xq @ merged.flatten(0, 1).T).unflatten(1, merged.shape[:2])  # (B, T, d)
+        f, att = QueryReadout.apply(a, batch.x, batch.y)  # (B, T) each layer's weighted label
         c = self.readout[self.layer_model] * self.layer_gain  # (T,)
         g = f * (c * self.value if self.untied else c)
         return Output(self.ensemble(g), g, att if attention else None)
@@ -116,6 +142,16 @@ class Cascade(Stack):
         n = sum(1 for L in self.depths if L > j)
         return n, self.offsets[:n] + j
 
+    def layer_grid(self, per_layer: torch.Tensor) -> list[torch.Tensor]:
+        """Flat per-layer tensors (T, ...) regrouped by layer index: entry j is (n_j, ...), layer j
+        of the n_j models deeper than j. One gather and an unbind, so the backward pass is one
+        scatter rather than one per layer."""
+        L = max(self.depths)
+        grid = self.offsets[None, :] + torch.arange(L, device=self.offsets.device)[:, None]  # (L, M)
+        rows = per_layer[grid.clamp(max=per_layer.shape[0] - 1)]  # (L, M, ...); the clamped are unused
+        counts = [sum(1 for depth in self.depths if depth > j) for j in range(L)]
+        return [r[:n] for r, n in zip(rows.unbind(0), counts)]
+
     @staticmethod
     def update_prefix(state: torch.Tensor, n: int, new: torch.Tensor) -> torch.Tensor:
         """Replace the first n models' entries (dim 1) without in-place ops on autograd tensors."""
@@ -133,18 +169,29 @@ class LinearAttention(Cascade):
         self.readout = nn.Parameter(torch.ones(self.n_models))  # r * v
 
     def forward(self, batch: Batch, attention: bool = False) -> Output:
-        B, P = batch.y.shape
-        h = batch.y.unsqueeze(1).expand(B, self.n_models, P)  # (B, M, P) context label states
-        hq = batch.y.new_zeros(B, self.n_models)  # (B, M) query label state
-        for j in range(max(self.depths)):
-            n, idx = self.active(j)
-            u = torch.einsum("bpd,bmp->bmd", batch.x, h[:, :n]) / P  # X^T h / P
-            u = torch.einsum("mkd,bmd->bmk", self.key[idx], u)
-            u = torch.einsum("mkd,bmk->bmd", self.query[idx], u)  # Gamma_l X^T h / P
-            step = self.update_scale[:n]
-            hq = self.update_prefix(hq, n, hq[:, :n] + step * torch.einsum("bd,bmd->bm", batch.xq, u))
-            h = self.update_prefix(h, n, h[:, :n] - step[:, None] * torch.einsum("bpd,bmd->bmp", batch.x, u))
-        return Output(hq * self.readout, None)
+        # Context states only enter through u = X^T h / P (d numbers), and the update
+        # h <- h - s X Gamma u gives u <- u - s S Gamma u with S = X^T X / P: so evolve u, never h.
+        # State v = [u, h_q] (d + 1 numbers) and one layer is v <- v + (v G^T) M with
+        # G = [[s Gamma, 0], [0, 0]] and M = [[-S, x_q], [0, 0]]: two small products per layer.
+        x, xq = batch.x, batch.xq
+        B, P, d = x.shape
+        cov = x.transpose(1, 2) @ x / P  # (B, d, d) S
+        m = torch.cat([-cov, xq.unsqueeze(-1)], -1)  # (B, d, d+1); the zero row of M is dropped
+        v = torch.cat([(batch.y.unsqueeze(1) @ x).squeeze(1) / P, x.new_zeros(B, 1)], -1)  # (B, d+1)
+        v = v.expand(self.n_models, B, d + 1)  # (M, B, d+1), models first: the active ones are v[:n]
+        gamma = torch.einsum("tkd,tke->tde", self.query, self.key)  # (T, d, d) Gamma_l
+        gamma = gamma * self.update_scale[self.layer_model, None, None]  # s Gamma_l
+        gammas = self.layer_grid(nn.functional.pad(gamma, (0, 1)))  # each (n, d, d+1): G without its zero row
+        finished = []  # query states of models past their last layer, shallowest last
+        for g in gammas:  # layer j of the n active models
+            n = g.shape[0]
+            if n < v.shape[0]:
+                finished.append(v[n:, :, d])
+                v = v[:n]
+            w = v @ g.transpose(1, 2)  # (n, B, d) s Gamma u
+            v = v + (w.transpose(0, 1) @ m).transpose(0, 1)  # (n, B, d+1); S symmetric
+        hq = torch.cat([v[:, :, d]] + finished[::-1])  # (M, B)
+        return Output(hq.T * self.readout, None)
 
     def gammas(self) -> list[torch.Tensor]:
         """Each model's preconditioners Gamma_l = Q_l^T K_l, (L, d, d) per model."""
