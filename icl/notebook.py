@@ -28,9 +28,11 @@ STATUSES = ("reproduced", "partly reproduced", "not reproduced")
 
 
 def repo_root(start: Path | None = None) -> Path:
-    """The folder holding pyproject.toml and icl/, found upwards from the working directory."""
+    """The folder holding pyproject.toml and icl/: upwards from the working directory, else the
+    checkout this package was installed from (editable install), e.g. for a notebook copy in /tmp."""
     here = (start or Path.cwd()).resolve()
-    for p in (here, *here.parents):
+    package_home = Path(__file__).resolve().parents[1]
+    for p in (here, *here.parents, package_home):
         if (p / "pyproject.toml").exists() and (p / "icl").is_dir():
             return p
     raise FileNotFoundError(f"no repository root (pyproject.toml + icl/) above {here}")

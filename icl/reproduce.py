@@ -23,8 +23,11 @@ def profile_root(profile: str) -> str:
 
 
 def notebook_parameters(root: Path, profile: str, name: str, device: str | None) -> dict:
+    import papermill
+
     params = read_yaml(root / "params" / profile / f"{name}.yaml")
-    if device:
+    declared = papermill.inspect_notebook(str(root / "notebooks" / f"{name}.ipynb"))
+    if device and "device" in declared:  # notebooks that train nothing take no device
         params["device"] = device
     return params
 

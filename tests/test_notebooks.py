@@ -1,0 +1,87 @@
+"""The notebooks: their three copies agree, papermill parameters are checked, and the nbval
+regression can fail."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+
+from icl.reproduce import NOTEBOOKS
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = sorted((ROOT / "notebooks").glob("*.py"))
+
+
+def cell_sources(nb) -> list[tuple[str, str]]:
+    """(cell type, source) of every cell except the one papermill injects."""
+    return [(c.cell_type, c.source.strip()) for c in nb.cells if "injected-parameters" not in c.metadata.get("tags", [])]
+
+
+def test_every_paper_notebook_exists():
+    assert [p.stem for p in SOURCES] == list(NOTEBOOKS)
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
+def test_py_ipynb_and_golden_hold_the_same_cells(py):
+    source = cell_sources(jupytext.read(py))
+    paired = py.with_suffix(".ipynb")
+    assert paired.exists(), f"{paired.name} is missing: run `make sync`"
+    assert cell_sources(nbformat.read(paired, 4)) == source, f"{paired.name} differs from {py.name}: run `make sync`"
+    golden = ROOT / "tests" / "golden" / paired.name
+    assert golden.exists(), f"tests/golden/{paired.name} is missing: run `make golden`"
+    assert cell_sources(nbformat.read(golden, 4)) == source, f"tests/golden/{paired.name} differs from {py.name}: run `make golden`"
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
+def test_paired_notebooks_are_committed_without_outputs(py):
+    nb = nbformat.read(py.with_suffix(".ipynb"), 4)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"clear the outputs of {py.stem}.ipynb"
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
+def test_golden_copies_check_a_summary_cell(py):
+    golden = nbformat.read(ROOT / "tests" / "golden" / py.with_suffix(".ipynb").name, 4)
+    checked = [c for c in golden.cells if c.cell_type == "code" and "# NBVAL_CHECK_OUTPUT" in c.source]
+    assert checked and all(c.outputs for c in checked), "the golden copy must carry the ci outputs of its checked cells"
+
+
+def run_papermill(tmp_path, *params) -> subprocess.CompletedProcess:
+    out = tmp_path / "out.ipynb"
+    cmd = [sys.executable, "-m", "papermill", str(ROOT / "notebooks" / "02_easy_nonlinear.ipynb"), str(out),
+           "-f", str(ROOT / "params" / "ci" / "02_easy_nonlinear.yaml"), "--cwd", str(ROOT / "notebooks"), *params]
+    return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"}, timeout=300)
+
+
+def test_unknown_papermill_parameter_stops_the_notebook(tmp_path):
+    r = run_papermill(tmp_path, "-p", "input_exponet", "1.3")
+    assert r.returncode != 0
+    assert "unknown parameter 'input_exponet'" in r.stderr + r.stdout
+
+
+def test_impossible_papermill_value_names_the_key(tmp_path):
+    r = run_papermill(tmp_path, "-p", "depths", "[0, 2]")
+    assert r.returncode != 0
+    assert "depths" in r.stderr + r.stdout and "every depth must be >= 1" in r.stderr + r.stdout
+
+
+def test_nbval_fails_when_a_checked_number_changes(tmp_path):
+    golden = nbformat.read(ROOT / "tests" / "golden" / "02_easy_nonlinear.ipynb", 4)
+    cell = next(c for c in golden.cells if "# NBVAL_CHECK_OUTPUT" in c.source)
+    out = cell.outputs[0]
+    lines = out["text"].splitlines(keepends=True)
+    # Change the first number of the summary: the regression test must notice.
+    lines[0] = lines[0].split(":")[0] + ": [9.99]\n"
+    out["text"] = "".join(lines)
+    broken = tmp_path / "broken.ipynb"
+    nbformat.write(golden, broken)
+    r = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env", "-p", "no:cacheprovider",
+                        str(broken), "-q"], capture_output=True, text=True, cwd=ROOT / "notebooks",
+                       env={**os.environ, "MPLBACKEND": "Agg"}, timeout=600)
+    assert r.returncode != 0, "nbval passed a notebook whose checked output was changed"
+    assert "9.99" in r.stdout
