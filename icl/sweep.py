@@ -74,19 +74,25 @@ def run_sweep(cfgs: list[RunConfig], cache: RunCache | None = None, progress: bo
     (or through `runner`, e.g. a cluster executor, which gets all the missing groups at once)."""
     cache = cache or RunCache()
     results = {c: cache.load(c) for c in dict.fromkeys(cfgs)}
-    todo = groups([c for c, r in results.items() if r is None])
-    if runner is not None and todo:
-        for group, rs in zip(todo, runner(todo)):
-            for c, r in zip(group, rs):
+    # A group with any run missing trains whole: a kill between two stores of one group leaves it
+    # half cached, and its missing runs trained alone would differ in float rounding from the
+    # batched pass of an uninterrupted sweep. Runs already cached keep their entry.
+    todo = [g for g in groups(list(results)) if any(results[c] is None for c in g)]
+
+    def keep(group: list[RunConfig], rs: list[dict]) -> None:
+        for c, r in zip(group, rs):
+            if results[c] is None:
                 cache.store(c, r)
                 results[c] = r
+
+    if runner is not None and todo:
+        for group, rs in zip(todo, runner(todo)):
+            keep(group, rs)
     else:
         bar = tqdm(total=len(results), initial=len(results) - sum(map(len, todo)), disable=not progress,
                    desc="runs", unit="run", leave=False)
         for group in todo:
-            for c, r in zip(group, train_group(group, progress=progress)):
-                cache.store(c, r)
-                results[c] = r
+            keep(group, train_group(group, progress=progress))
             bar.update(len(group))
         bar.close()
     return [results[c] for c in cfgs]
