@@ -17,6 +17,7 @@ COMMANDS = {
     "sweep": ("icl.cli", "run every model a parameter file describes, through the run cache"),
     "reproduce": ("icl.reproduce", "run every notebook with papermill at a profile into outputs/"),
     "golden": ("icl.golden", "write the ci-profile golden notebooks that nbval compares against"),
+    "bench": ("icl.bench", "training steps per second of icl against plain full attention, with the ratio"),
 }
 
 
@@ -94,7 +95,7 @@ def run_sweep_command(args) -> int:
     if args.executor != "local":
         from .cluster import submitit_runner
 
-        runner = submitit_runner(args.executor, Path(args.cache) / "submitit")
+        runner = submitit_runner(args.executor, Path(args.cache) / "submitit", cache=RunCache(args.cache))
     results = run_sweep(cfgs, RunCache(args.cache), progress=not args.no_progress, runner=runner)
     if args.json:
         write_json({"runs": results}, args.json)

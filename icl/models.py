@@ -175,8 +175,9 @@ class LinearAttention(Cascade):
         # G = [[s Gamma, 0], [0, 0]] and M = [[-S, x_q], [0, 0]]: two small products per layer.
         x, xq = batch.x, batch.xq
         B, P, d = x.shape
-        cov = x.transpose(1, 2) @ x / P  # (B, d, d) S
-        m = torch.cat([-cov, xq.unsqueeze(-1)], -1)  # (B, d, d+1); the zero row of M is dropped
+        # (B, d, d+1): M without its zero row. One-layer models never move u, so S is not needed.
+        cov = x.transpose(1, 2) @ x / P if max(self.depths) > 1 else x.new_zeros(B, d, d)  # (B, d, d) S
+        m = torch.cat([-cov, xq.unsqueeze(-1)], -1)
         v = torch.cat([(batch.y.unsqueeze(1) @ x).squeeze(1) / P, x.new_zeros(B, 1)], -1)  # (B, d+1)
         v = v.expand(self.n_models, B, d + 1)  # (M, B, d+1), models first: the active ones are v[:n]
         gamma = torch.einsum("tkd,tke->tde", self.query, self.key)  # (T, d, d) Gamma_l

@@ -76,7 +76,10 @@ def sample_batch(cfg: RunConfig, n: int, gen: torch.Generator) -> Batch:
     omega = power_spectrum(d, cfg.task_exponent, dev)
     rot = haar_rotations(n, d, gen)  # (n, d, d)
     # x = O diag(sqrt(lambda)) z, w = O diag(sqrt(omega / d)) z'
-    x = torch.einsum("bij,bpj->bpi", rot, torch.randn(n, P, d, generator=gen, device=dev) * lam.sqrt())
+    z = torch.randn(n, P, d, generator=gen, device=dev)
+    if cfg.input_exponent != 0:  # isotropic lambda is exactly 1: skip a pass over (n, P, d)
+        z = z * lam.sqrt()
+    x = torch.einsum("bij,bpj->bpi", rot, z)
     w = torch.einsum("bij,bj->bi", rot, torch.randn(n, d, generator=gen, device=dev) * (omega / d).sqrt())
     if cfg.task == "easy":
         # The query is a copy of a uniformly chosen context token: its closest token is itself.

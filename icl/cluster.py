@@ -1,0 +1,96 @@
+"""Sweeps beyond one machine, through submitit (the usual engine for SLURM in this field).
+
+A sweep is a list of independent groups of runs (icl.sweep.groups). `submitit_runner` returns a
+runner for icl.sweep.run_sweep: it submits one job per group, waits for all of them and hands the
+results back, and run_sweep writes them to the run cache as for a local run. With a `cache`, every
+job also writes its own results to that cache the moment it finishes (atomically, so concurrent
+jobs are safe), so a sweep whose other jobs fail or time out keeps what finished and resumes.
+
+Executors:
+- "submitit-local": submitit.LocalExecutor, one subprocess per group on this machine (for tests and
+  for checking a sweep file before sending it to a cluster).
+- "slurm": submitit.AutoExecutor(cluster="slurm"). SLURM settings are submitit's names with the
+  `slurm_` prefix (slurm_partition, slurm_account, slurm_qos, slurm_constraint, slurm_mem, ...), plus
+  timeout_min, cpus_per_task, gpus_per_node and mem_gb. Pass them as keyword arguments or, from the
+  command line, as JSON in the ICL_SUBMITIT environment variable, for example
+      ICL_SUBMITIT='{"slurm_partition": "gpu", "gpus_per_node": 1, "timeout_min": 120}' \\
+          python -m icl sweep params/paper/03_difficult.yaml --executor slurm
+  Set `device: cuda` (or cpu) explicitly in the sweep file: the run-cache key holds the device
+  type, and `auto` resolves on the machine that computes the key.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+from .cache import RunCache
+from .config import ConfigError, RunConfig
+from .train import train_group
+
+EXECUTORS = ("submitit-local", "slurm")
+# Defaults for every job; ICL_SUBMITIT and keyword arguments override them.
+DEFAULTS = {"timeout_min": 240, "cpus_per_task": 2}
+
+
+def run_group(cfgs: list[RunConfig], cache_root: str | None = None) -> list[dict]:
+    """What one job runs: one group in one batched pass, stored as soon as it is done."""
+    results = train_group(cfgs, progress=False)
+    if cache_root is not None:
+        cache = RunCache(cache_root)
+        for c, r in zip(cfgs, results):
+            cache.store(c, r)
+    return results
+
+
+def job_parameters(executor_name: str, overrides: dict) -> dict:
+    """Defaults < ICL_SUBMITIT (JSON) < keyword arguments; LocalExecutor takes only a timeout."""
+    try:
+        env = json.loads(os.environ.get("ICL_SUBMITIT", "") or "{}")
+    except ValueError as err:
+        raise ConfigError(f"ICL_SUBMITIT: not valid JSON ({err})") from None
+    if not isinstance(env, dict):
+        raise ConfigError("ICL_SUBMITIT: must be a JSON object of submitit parameters")
+    params = {**DEFAULTS, **env, **overrides}
+    if executor_name == "submitit-local":
+        params = {k: v for k, v in params.items() if k == "timeout_min"}
+    return params
+
+
+def make_executor(executor_name: str, folder: str | os.PathLike, params: dict):
+    import submitit
+
+    if executor_name == "submitit-local":
+        executor = submitit.LocalExecutor(folder=folder)
+    elif executor_name == "slurm":
+        executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
+    else:
+        raise ConfigError(f"executor: unknown value {executor_name!r}; allowed: {', '.join(EXECUTORS)}")
+    executor.update_parameters(**params)
+    return executor
+
+
+def submitit_runner(executor_name: str, folder: str | os.PathLike, cache: RunCache | None = None,
+                    **parameters) -> Callable[[list[list[RunConfig]]], list[list[dict]]]:
+    """A runner for run_sweep: one submitit job per group; returns each group's results in order.
+    Job logs and pickles go to `folder` (it must be shared with the cluster's nodes)."""
+    params = job_parameters(executor_name, parameters)
+    cache_root = None if cache is None else str(Path(cache.root).resolve())
+
+    def runner(groups: list[list[RunConfig]]) -> list[list[dict]]:
+        executor = make_executor(executor_name, folder, params)
+        jobs = [executor.submit(run_group, g, cache_root) for g in groups]
+        print(f"icl: submitted {len(jobs)} job(s) to {executor_name}; logs in {folder}", flush=True)
+        results, failed = [], []
+        for g, job in zip(groups, jobs):  # wait for every job, so one failure does not orphan the rest
+            try:
+                results.append(job.result())
+            except Exception as err:  # submitit re-raises the job's error, or reports a lost job
+                failed.append(f"job {job.job_id} ({g[0].model}, depths {[c.depth for c in g]}): {err}")
+        if failed:
+            kept = "; finished jobs are in the run cache" if cache_root else ""
+            raise RuntimeError(f"{len(failed)} of {len(jobs)} job(s) failed{kept}:\n" + "\n".join(failed))
+        return results
+
+    return runner

@@ -1,0 +1,69 @@
+"""The benchmark's reference (plain full masked attention over all P+1 tokens) computes the same
+losses and gradients as icl's fast models, so `make bench` compares the same work."""
+import json
+
+import pytest
+import torch
+
+from conftest import tiny_config
+from icl.bench import Reference, check_same
+from icl.cli import main
+from icl.models import build
+
+
+@pytest.mark.parametrize("model", ["softmax", "linear"])
+@pytest.mark.parametrize("scale", ["inverse_depth", "unit"])
+def test_reference_and_icl_compute_the_same_losses(model, scale):
+    cfg = tiny_config(model=model, residual_scale=scale, batch_size=16)
+    check = check_same(cfg, [3, 1, 2], torch.device("cpu"))
+    assert check["same"], check
+    assert check["loss_rel_diff"] < 1e-5 and check["grad_rel_diff"] < 1e-4
+
+
+@pytest.mark.parametrize("model", ["softmax", "linear"])
+def test_reference_sees_a_wrong_mask(model, monkeypatch):
+    """The check can fail: letting the query attend to itself changes the reference's losses."""
+    cfg = tiny_config(model=model, batch_size=16)
+    real_forward = Reference.forward
+
+    def no_mask_forward(self, x, y, xq):
+        # Same model, but every token (the query too) attends to every token, itself included.
+        B, P, _ = x.shape
+        tokens = torch.cat([x, xq.unsqueeze(1)], 1)
+        h = torch.cat([y, y.new_zeros(B, 1)], 1).unsqueeze(-1)
+        for l in range(self.query.shape[0]):
+            q, k = tokens @ self.query[l].T, tokens @ self.key[l].T
+            if self.model == "softmax":
+                read = torch.softmax(q @ k.transpose(1, 2), -1) @ h
+                h = torch.cat([h[:, :P], h[:, P:] + self.step * read[:, P:]], 1)
+            else:
+                h = h + self.step * (q @ k.transpose(1, 2)) / P @ h
+        return self.readout * h[:, P, 0]
+
+    monkeypatch.setattr(Reference, "forward", no_mask_forward)
+    assert not check_same(cfg, [2], torch.device("cpu"))["same"]
+    monkeypatch.setattr(Reference, "forward", real_forward)
+    assert check_same(cfg, [2], torch.device("cpu"))["same"]
+
+
+def test_reference_copies_one_model_of_a_stack():
+    cfg = tiny_config(model="softmax")
+    stack = build(cfg, [2, 3])
+    ref = Reference.from_stack(stack, 1)
+    assert torch.equal(ref.query, stack.query[2:5]) and torch.equal(ref.key, stack.key[2:5])
+    assert ref.step == pytest.approx(1 / 3)
+
+
+def test_bench_command_writes_json_and_markdown(tmp_path):
+    out = tmp_path / "bench.json"
+    code = main(["bench", "--json", str(out), "--dim", "4", "--context-length", "6", "--batch-size", "4",
+                 "--depths", "2", "--sweep-depths", "1", "2", "--sweep-models", "linear", "--repeats", "1"])
+    assert code == 0
+    result = json.loads(out.read_text())
+    names = [c["case"] for c in result["cases"]]
+    assert names == ["softmax L=2", "linear L=2", "linear sweep 1-2"]
+    assert all(c["same"] for c in result["cases"])
+    sweep = result["cases"][-1]
+    assert sweep["target_of"] == "speedup_vs_one_after_another" and "reference" not in sweep["steps_per_second"]
+    assert result["machine"]["peak_gflops"] > 0 and result["machine"]["max_rss_mib"] > 0
+    assert "| linear sweep 1-2 | 3 |" in out.with_suffix(".md").read_text()
