@@ -169,8 +169,10 @@ def step_flops(step: Callable[[], None]) -> int:
     return int(counter.get_total_flops())
 
 
-def peak_flop_rate(device: torch.device, n: int = 1024, repeats: int = 5) -> float:
-    """The machine's float32 matmul rate, measured on an n x n product (the best of a few)."""
+def peak_flop_rate(device: torch.device, n: int | None = None, repeats: int = 5) -> float:
+    """The machine's float32 matmul rate, measured on an n x n product (the best of a few); a GPU
+    needs a larger product than a CPU to get near its peak."""
+    n = n or (4096 if device.type == "cuda" else 1024)
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     a @ b
     best = float("inf")
@@ -211,7 +213,11 @@ def rss_probe(args_json: str) -> float:
         step = icl_trainer(cfg, depths, resolve_device(args.device))
         for _ in range(3):
             step()
-    return max_rss_mib()
+    try:  # VmHWM is this process's own peak; ru_maxrss may keep the parent's from before exec
+        status = Path("/proc/self/status").read_text()
+        return int(next(l for l in status.splitlines() if l.startswith("VmHWM:")).split()[1]) / 1024
+    except (OSError, StopIteration):
+        return max_rss_mib()
 
 
 def run_case(name: str, cfg: RunConfig, depths: list[int], device: torch.device, repeats: int,
@@ -259,7 +265,8 @@ def markdown(result: dict) -> str:
              f"dim {result['dim']}, context {result['context_length']}, batch {result['batch_size']}; "
              f"steps/s are medians over {result['repeats']} interleaved repeats. Peak matmul rate "
              f"{m['peak_gflops']:.1f} GFLOP/s; peak memory (max RSS) {m['max_rss_mib']:.0f} MiB "
-             f"(icl alone, in a fresh process: {m['max_rss_icl_mib']:.0f} MiB).", "",
+             f"(icl alone, in a fresh process: {m['max_rss_icl_mib']:.0f} MiB)"
+             + (f"; GPU memory peak {m['cuda_max_allocated_mib']:.0f} MiB." if "cuda_max_allocated_mib" in m else "."), "",
              "| case | layers | icl steps/s | reference steps/s | icl / reference | icl / one after another "
              "| target | met | icl GFLOP/s (of peak) | same losses (rel. diff) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
