@@ -74,7 +74,8 @@ def make_executor(executor_name: str, folder: str | os.PathLike, params: dict):
 def submitit_runner(executor_name: str, folder: str | os.PathLike, cache: RunCache | None = None,
                     **parameters) -> Callable[[list[list[RunConfig]]], list[list[dict]]]:
     """A runner for run_sweep: one submitit job per group; returns each group's results in order.
-    Job logs and pickles go to `folder` (it must be shared with the cluster's nodes)."""
+    Job logs and pickles go to `folder`; on a cluster, `folder`, the cache and this Python
+    environment (with icl installed) must be on a file system the nodes share."""
     params = job_parameters(executor_name, parameters)
     cache_root = None if cache is None else str(Path(cache.root).resolve())
 
