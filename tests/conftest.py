@@ -1,0 +1,55 @@
+"""Shared fixtures and helpers: tiny configurations that train in a fraction of a second."""
+import pytest
+import torch
+
+from icl.config import RunConfig
+from icl.models import build
+from icl.tasks import make_generator, sample_batch
+
+MODELS = ("linear", "softmax", "shared_stream", "untied_values", "context_updates")
+ENSEMBLES = ("softmax", "shared_stream", "untied_values", "context_updates")  # models with layer_preds
+
+# dim 6, context 12: big enough for top-k and spectra to mean something, small enough for speed.
+TINY = dict(dim=6, context_length=12, batch_size=32, steps=12, eval_contexts=64, eval_points=3,
+            device="cpu", learning_rate=1e-2)
+
+
+def tiny_config(**changes) -> RunConfig:
+    """A RunConfig with tiny dimensions; keyword arguments override any field."""
+    return RunConfig(**{**TINY, **changes})
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny tensors gain nothing from threads, and on a busy machine idle OpenMP threads spin:
+    the unit tests of the core run several times faster on one. Use with
+    `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def tiny():
+    return tiny_config
+
+
+def tiny_batch(cfg: RunConfig, n: int = 8, seed: int = 0):
+    return sample_batch(cfg, n, make_generator(seed, torch.device("cpu")))
+
+
+def randomise(stack, seed: int = 0, scale: float = 0.5) -> None:
+    """Overwrite every parameter with random values, so that no test passes only thanks to a
+    symmetric initialisation (ones, identities, zeros)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in stack.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * scale)
+
+
+def built(cfg: RunConfig, depths, seed: int = 0):
+    """A stack of cfg.model with the given depths and random parameters."""
+    stack = build(cfg, list(depths))
+    randomise(stack, seed)
+    return stack

@@ -1,0 +1,231 @@
+"""The run cache: atomic writes, corrupt entries rejected and recomputed, interrupted sweeps
+resume to the same results as uninterrupted ones (in-process and with a real SIGKILL)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import icl.cache
+import icl.sweep
+from conftest import tiny_config
+from icl.cache import RunCache, run_key
+from icl.cli import main
+from icl.sweep import run_sweep
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMING = ("wall_seconds", "steps_per_second")
+
+
+def quick(**changes):
+    return tiny_config(model="linear", dim=4, context_length=8, steps=4, eval_contexts=32, eval_points=2, **changes)
+
+
+def entries(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.json") if not p.name.startswith(".tmp-"))
+
+
+def leftovers(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.name.startswith(".tmp-")]
+
+
+def test_store_then_load_round_trip(tmp_path):
+    cache, cfg = RunCache(tmp_path), quick()
+    result = {"final_loss": 0.125, "loss_curve": {"step": [0, 4], "loss": [1.0, 0.125]}, "name": "x"}
+    assert cache.load(cfg) is None
+    path = cache.store(cfg, result)
+    assert path == cache.path(cfg) and path.exists()
+    assert cache.load(cfg) == result
+    assert cache.load(cfg.replace(seed=1)) is None  # another config, another key
+    assert not leftovers(tmp_path)
+
+
+def test_key_covers_config_and_code_version(monkeypatch):
+    cfg = quick()
+    assert run_key(cfg) == run_key(quick())
+    assert run_key(cfg) != run_key(cfg.replace(label_noise=0.1))
+    before = run_key(cfg)
+    monkeypatch.setattr(icl.cache, "__version__", "999")
+    assert run_key(cfg) != before
+
+
+def corrupt_truncated(path: Path, cache, other) -> None:
+    path.write_text(path.read_text()[: len(path.read_text()) // 2])
+
+
+def corrupt_checksum(path: Path, cache, other) -> None:
+    entry = json.loads(path.read_text())
+    entry["result"]["final_loss"] = 0.0  # looks like a great result, but the checksum disagrees
+    path.write_text(json.dumps(entry))
+
+
+def corrupt_wrong_key(path: Path, cache, other) -> None:
+    # A complete, self-consistent entry of another config, saved under this config's name.
+    cache.store(other, {"final_loss": 0.5})
+    path.write_text(cache.path(other).read_text())
+
+
+def corrupt_binary(path: Path, cache, other) -> None:
+    path.write_bytes(b"\x80\x04\x95 not json, not even text")
+
+
+@pytest.mark.parametrize("corrupt", [corrupt_truncated, corrupt_checksum, corrupt_wrong_key, corrupt_binary])
+def test_corrupt_entry_is_rejected_and_recomputed(tmp_path, capsys, corrupt):
+    cache, cfg = RunCache(tmp_path), quick()
+    [first] = run_sweep([cfg], cache, progress=False)
+    path = cache.path(cfg)
+    corrupt(path, cache, quick(seed=7))
+    assert cache.load(cfg) is None
+    assert "corrupt" in capsys.readouterr().err
+    [again] = run_sweep([cfg], cache, progress=False)
+    assert again["final_loss"] == first["final_loss"]
+    assert cache.load(cfg)["final_loss"] == first["final_loss"]  # the entry is whole again
+
+
+def test_cached_run_is_read_not_retrained(tmp_path, monkeypatch):
+    cache, cfg = RunCache(tmp_path), quick()
+    [first] = run_sweep([cfg], cache, progress=False)
+    monkeypatch.setattr(icl.sweep, "train_group", lambda *a, **k: pytest.fail("retrained a cached run"))
+    assert run_sweep([cfg], cache, progress=False) == [first]
+
+
+class Boom(Exception):
+    pass
+
+
+def test_failed_write_leaves_neither_entry_nor_temp_file(tmp_path, monkeypatch):
+    cache, cfg = RunCache(tmp_path), quick()
+    with pytest.raises(TypeError):
+        cache.store(cfg, {"final_loss": object()})  # not JSON: fails mid-write
+    assert not entries(tmp_path) and not leftovers(tmp_path)
+
+    def interrupted_replace(src, dst):
+        raise KeyboardInterrupt  # Ctrl-C between the write and the rename
+
+    monkeypatch.setattr(icl.cache.os, "replace", interrupted_replace)
+    with pytest.raises(KeyboardInterrupt):
+        cache.store(cfg, {"final_loss": 1.0})
+    assert not entries(tmp_path) and not leftovers(tmp_path)
+
+
+def sweep_cfgs():
+    # Three groups (seeds) of two depths each: groups train one after another.
+    return [quick(seed=s, depth=L) for s in (0, 1, 2) for L in (1, 2)]
+
+
+def final_losses(results):
+    return [(r["config"]["seed"], r["config"]["depth"], r["final_loss"]) for r in results]
+
+
+def test_interrupted_sweep_keeps_finished_groups_and_resumes(tmp_path, monkeypatch):
+    reference = run_sweep(sweep_cfgs(), RunCache(tmp_path / "ref"), progress=False)
+    real, calls = icl.sweep.train_group, []
+
+    def interrupted(group, progress=True):
+        calls.append([c.seed for c in group])
+        if calls == [[0, 0], [1, 1]]:
+            raise KeyboardInterrupt  # Ctrl-C during the second group
+        return real(group, progress)
+
+    monkeypatch.setattr(icl.sweep, "train_group", interrupted)
+    cache = RunCache(tmp_path / "c")
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(sweep_cfgs(), cache, progress=False)
+    assert len(entries(tmp_path / "c")) == 2  # the first group's two runs
+    assert [cache.load(c) is not None for c in sweep_cfgs()] == [True, True, False, False, False, False]
+    calls.clear()
+    resumed = run_sweep(sweep_cfgs(), cache, progress=False)
+    assert calls == [[1, 1], [2, 2]]  # only the unfinished groups ran again
+    assert final_losses(resumed) == final_losses(reference)
+    assert without_timing(resumed) == without_timing(reference)
+    assert not leftovers(tmp_path)
+
+
+def without_timing(results: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in results]
+
+
+def test_group_killed_between_its_stores_is_retrained_whole(tmp_path, monkeypatch):
+    # A kill can land after the first run of a group is stored and before the second. Training
+    # the missing run alone would differ from the batched pass in float rounding (and in
+    # models_in_pass), so the resumed sweep must retrain the group whole.
+    reference = run_sweep(sweep_cfgs(), RunCache(tmp_path / "ref"), progress=False)
+    cache = RunCache(tmp_path / "c")
+    for cfg, result in zip(sweep_cfgs(), reference):
+        if (cfg.seed, cfg.depth) != (1, 2):
+            cache.store(cfg, result)
+    real, calls = icl.sweep.train_group, []
+    monkeypatch.setattr(icl.sweep, "train_group", lambda g, progress=True: calls.append(g) or real(g, progress))
+    resumed = run_sweep(sweep_cfgs(), cache, progress=False)
+    assert [[c.depth for c in g] for g in calls] == [[1, 2]]
+    assert without_timing(resumed) == without_timing(reference)
+
+
+def test_runner_results_are_cached_as_they_arrive(tmp_path):
+    """A runner (cluster executor) may yield group results one by one; those already yielded
+    survive an interruption."""
+    def runner(groups):
+        for i, group in enumerate(groups):
+            if i == 1:
+                raise KeyboardInterrupt
+            yield icl.sweep.train_group(group, progress=False)
+
+    cache = RunCache(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(sweep_cfgs(), cache, progress=False, runner=runner)
+    assert [cache.load(c) is not None for c in sweep_cfgs()] == [True, True, False, False, False, False]
+
+
+KILL_SWEEP = """model: linear
+dim: 4
+context_length: 8
+batch_size: 32
+steps: 40
+eval_contexts: 64
+eval_points: 2
+device: cpu
+depths: [1, 3]
+seeds: [0, 1, 2, 3]
+"""
+
+
+
+
+def test_sweep_killed_by_sigkill_resumes_to_the_same_results(tmp_path, capsys):
+    params = tmp_path / "tiny.yaml"
+    params.write_text(KILL_SWEEP)
+    cache = tmp_path / "cache"
+    command = [sys.executable, "-m", "icl", "sweep", str(params), "--cache", str(cache), "--no-progress"]
+    # One thread everywhere: these runs are far too small to gain from more, and on a busy
+    # machine idle OpenMP threads spin and cost several times the work.
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not entries(cache) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    killed_with = len(entries(cache))
+    assert 1 <= killed_with  # 8 runs in 4 groups; it was killed once the first entry landed
+    for path in entries(cache):  # whatever the kill left is whole (or a temp file nobody reads)
+        assert json.loads(path.read_text())["key"] == path.stem
+    done = subprocess.run(command + ["--json", str(tmp_path / "resumed.json")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert torch.get_num_threads() == 1  # the uninterrupted sweep, in this process (one_thread)
+    assert main(["sweep", str(params), "--cache", str(tmp_path / "fresh"), "--no-progress",
+                 "--json", str(tmp_path / "fresh.json")]) == 0
+    resumed = json.loads((tmp_path / "resumed.json").read_text())
+    fresh = json.loads((tmp_path / "fresh.json").read_text())
+    assert len(resumed["runs"]) == 8
+    assert without_timing(resumed["runs"]) == without_timing(fresh["runs"])
+    print(f"killed after {killed_with} of 8 entries")

@@ -1,0 +1,204 @@
+"""The command line and sweeps: bad input exits with status 2 and one line naming the key,
+divergence is reported with its step and never cached, help lists every option, JSON output."""
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import icl.train
+from conftest import TINY, tiny_config
+from icl.cache import RunCache
+from icl.cli import main
+from icl.config import field_names
+from icl.sweep import expand, run_sweep
+from icl.train import DivergenceError, train
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_FLAGS = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()] + ["--no-progress"]
+
+
+def one_error_line(capsys, argv: list[str], key: str) -> str:
+    """Run the CLI in-process; it must exit 2 with exactly one stderr line naming `key`."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert key in err and "Traceback" not in err
+    return err
+
+
+BAD_TRAIN = [
+    (["--top-k=13"], "top_k"),  # > context_length 12
+    (["--top-k=0"], "top_k"),
+    (["--depth=0"], "depth"),
+    (["--steps=0"], "steps"),
+    (["--dim=0"], "dim"),
+    (["--context-length=-3"], "context_length"),
+    (["--batch-size=0"], "batch_size"),
+    (["--eval-contexts=0"], "eval_contexts"),
+    (["--learning-rate=-0.1"], "learning_rate"),
+    (["--label-noise=-1"], "label_noise"),
+    (["--input-exponent=nan"], "input_exponent"),
+    (["--task-exponent=NaN"], "task_exponent"),
+    (["--model=mlp"], "model"),
+    (["--task=medium"], "task"),
+    (["--device=tpu"], "device"),
+    (["--depth=2.5"], "depth"),
+    (["--normalize-inputs=maybe"], "normalize_inputs"),
+    (["--no-such-flag=1"], "--no-such-flag"),
+]
+
+
+@pytest.mark.parametrize("flags,key", BAD_TRAIN, ids=[k + "-" + f[0] for f, k in BAD_TRAIN])
+def test_bad_train_flag_exits_2_naming_the_key(capsys, flags, key):
+    err = one_error_line(capsys, ["train", *TINY_FLAGS, *flags], key)
+    value = flags[0].split("=", 1)[1]
+    assert value.lower() in err.lower()  # the bad value is quoted back
+
+
+def test_cuda_without_cuda_is_a_config_error(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    one_error_line(capsys, ["train", *TINY_FLAGS, "--device=cuda"], "device")
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+SWEEP = "model: linear\ndim: 4\ncontext_length: 8\nbatch_size: 16\nsteps: 4\neval_contexts: 32\neval_points: 2\ndevice: cpu\n"
+
+
+@pytest.mark.parametrize("text,key", [
+    (SWEEP + "depths: [1, 2]\nlearning_rat: 0.1\n", "learning_rat"),
+    (SWEEP + "depths: [1, 0]\n", "depth"),
+    (SWEEP + "depths: 3\n", "depths"),
+    (SWEEP + "depth: 1\ndepths: [1, 2]\n", "depths"),
+    (SWEEP + "top_ks: [2, 9]\n", "top_k"),
+    (SWEEP + "spectra: [[1.0]]\n", "spectra"),
+    (SWEEP + "seeds: [0, one]\n", "seed"),
+])
+def test_bad_sweep_file_exits_2_naming_the_key(capsys, tmp_path, text, key):
+    params = write(tmp_path / "bad.yaml", text)
+    one_error_line(capsys, ["sweep", str(params), "--cache", str(tmp_path / "c"), "--no-progress"], key)
+    assert not list((tmp_path / "c").rglob("*.json"))
+
+
+def test_malformed_and_missing_yaml_exit_2_naming_the_file(capsys, tmp_path):
+    broken = write(tmp_path / "broken.yaml", "depths: [1, 2\nsteps: 3\n")
+    one_error_line(capsys, ["sweep", str(broken)], "broken.yaml")
+    listed = write(tmp_path / "list.yaml", "- 1\n- 2\n")
+    one_error_line(capsys, ["sweep", str(listed)], "list.yaml")
+    one_error_line(capsys, ["sweep", str(tmp_path / "missing.yaml")], "missing.yaml")
+
+
+def test_bad_input_in_a_real_process_exits_2_with_one_line():
+    proc = subprocess.run([sys.executable, "-m", "icl", "train", "--top-k", "99", "--context-length", "8"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "top_k" in lines[0] and "99" in lines[0], proc.stderr
+
+
+def help_text(capsys, command: str) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["train", "sweep"])
+def test_help_lists_every_config_field_with_its_default(capsys, command):
+    text = help_text(capsys, command)
+    flat = " ".join(text.split())
+    for name in field_names():
+        spelled = "--" + name.replace("_", "-") if command == "train" else name
+        assert re.search(rf"(^|[\s,]){re.escape(spelled)}\b", text), f"{command} --help misses {name}"
+    assert "(default: 2000)" in flat  # steps
+    assert "(default: inverse_depth)" in flat  # residual_scale
+
+
+def test_train_json_to_stdout(capsys):
+    assert main(["train", *TINY_FLAGS, "--model=softmax", "--depth=2", "--json", "-"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    for key in ("config", "final_loss", "initial_loss", "loss_curve", "wall_seconds", "decomposition"):
+        assert key in result
+    assert result["config"]["depth"] == 2 and result["config"]["model"] == "softmax"
+    assert result["loss_curve"]["loss"][0] == result["initial_loss"]
+    assert result["loss_curve"]["loss"][-1] == result["final_loss"]
+    d = result["decomposition"]
+    assert d["R"] == pytest.approx(d["C"] + (d["A"] - d["C"]) / 2, rel=1e-9)
+    assert d["R"] == pytest.approx(result["final_loss"], rel=1e-4)  # R is the relative loss
+
+
+def test_linear_json_has_no_decomposition(capsys, tmp_path):
+    out = tmp_path / "r.json"
+    assert main(["train", *TINY_FLAGS, "--model=linear", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert "decomposition" not in result and math.isfinite(result["final_loss"])
+
+
+# --- divergence ---------------------------------------------------------------------------
+
+HUGE = dict(model="linear", depth=2, learning_rate=1e6, steps=40, schedule="constant")
+
+
+def record_training_losses(monkeypatch) -> list:
+    """Record, independently of train.py, whether each training step's loss is finite."""
+    seen = []
+    build = icl.train.build
+
+    def recording_build(cfg, depths):
+        stack = build(cfg, depths)
+        forward = stack.forward
+
+        def spy(batch, attention=False):
+            out = forward(batch, attention)
+            if len(batch) == cfg.batch_size and not attention:  # a training step
+                seen.append(bool(torch.isfinite(((out.pred - batch.target[:, None]) ** 2).mean(0)).all()))
+            return out
+
+        stack.forward = spy
+        return stack
+
+    monkeypatch.setattr(icl.train, "build", recording_build)
+    return seen
+
+
+def test_divergence_names_the_first_bad_step(monkeypatch):
+    seen = record_training_losses(monkeypatch)
+    with pytest.raises(DivergenceError, match=r"step \d+") as err:
+        train(tiny_config(**HUGE, eval_contexts=48), progress=False)
+    first = seen.index(False)
+    assert re.search(r"step (\d+)", str(err.value)).group(1) == str(first), (str(err.value), seen)
+    assert "depth 2" in str(err.value)
+
+
+def test_diverging_sweep_writes_no_cache_entry(tmp_path, capsys):
+    cache = RunCache(tmp_path)
+    with pytest.raises(DivergenceError):
+        run_sweep([tiny_config(**HUGE)], cache, progress=False)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+    # Through the CLI: status 1 and one line that says so.
+    params = write(tmp_path / "huge.yaml", "\n".join(f"{k}: {v}" for k, v in {**TINY, **HUGE}.items()))
+    assert main(["sweep", str(params), "--cache", str(tmp_path / "c"), "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "diverged" in err[0] and "step" in err[0]
+    assert not [p for p in (tmp_path / "c").rglob("*") if p.is_file()]
+
+
+def test_expand_crosses_every_axis():
+    cfgs = expand({**TINY, "depths": [1, 2], "seeds": [0, 1], "spectra": [[0, 0], [1.0, 0.5]],
+                   "models": ["linear", "softmax"]})
+    assert len(cfgs) == 16 and len(set(cfgs)) == 16
+    assert {(c.input_exponent, c.task_exponent) for c in cfgs} == {(0.0, 0.0), (1.0, 0.5)}
