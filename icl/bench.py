@@ -10,6 +10,7 @@ the same weights on the same batch, so the ratio compares the same work.
 """
 from __future__ import annotations
 
+import os
 import platform
 import resource
 import statistics
@@ -142,24 +143,27 @@ def sync(device: torch.device) -> None:
 
 
 def seconds_per_step(steps: dict[str, Callable[[], None]], repeats: int, device: torch.device,
-                     block: float = 0.25) -> dict[str, float]:
-    """Median seconds per step of each contender. Contenders alternate within every repeat, so
-    load from other processes hits them alike; a timed block runs enough steps to last ~`block` s."""
+                     block: float = 0.25) -> tuple[dict[str, float], dict[str, float]]:
+    """Median wall-clock and CPU seconds per step of each contender. Contenders alternate within
+    every repeat, so load from other processes hits them alike; a timed block runs enough steps to
+    last ~`block` s. CPU time (all threads of this process) is what load from others leaves alone."""
     counts = {}
     for name, step in steps.items():  # warm-up, and a (pessimistic) estimate of the steps in a block
         start = time.perf_counter()
         step()
         sync(device)
         counts[name] = max(1, int(block / max(time.perf_counter() - start, 1e-6)))
-    times = {name: [] for name in steps}
+    wall, cpu = {name: [] for name in steps}, {name: [] for name in steps}
     for _ in range(repeats):
         for name, step in steps.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             for _ in range(counts[name]):
                 step()
             sync(device)
-            times[name].append((time.perf_counter() - start) / counts[name])
-    return {name: statistics.median(t) for name, t in times.items()}
+            wall[name].append((time.perf_counter() - start) / counts[name])
+            cpu[name].append((time.process_time() - start_cpu) / counts[name])
+    median = lambda d: {name: statistics.median(t) for name, t in d.items()}
+    return median(wall), median(cpu)
 
 
 def step_flops(step: Callable[[], None]) -> int:
@@ -232,13 +236,15 @@ def run_case(name: str, cfg: RunConfig, depths: list[int], device: torch.device,
     if len(depths) > 1:
         contenders["icl_one_after_another"] = one_after_another([icl_trainer(cfg, [L], device) for L in depths])
     flops = step_flops(icl_step)
-    sec = seconds_per_step(contenders, repeats, device)
+    sec, cpu = seconds_per_step(contenders, repeats, device)
     row = {"case": name, "model": cfg.model, "depths": depths, "layers": sum(depths), **check,
-           "steps_per_second": {k: 1.0 / v for k, v in sec.items()},
-           "icl_matmul_flops_per_step": flops, "icl_flop_rate": flops / sec["icl"]}
+           "steps_per_second": {k: 1.0 / v for k, v in sec.items()}, "cpu_seconds_per_step": cpu,
+           "icl_matmul_flops_per_step": flops, "icl_flop_rate": flops / sec["icl"],
+           "icl_flops_per_cpu_second": flops / cpu["icl"]}
     for other, key in (("reference", "speedup_vs_reference"), ("icl_one_after_another", "speedup_vs_one_after_another")):
         if other in sec:
             row[key] = sec[other] / sec["icl"]
+            row[key + "_cpu_time"] = cpu[other] / cpu["icl"]
     key = "speedup_vs_one_after_another" if len(depths) > 1 else "speedup_vs_reference"
     if target is not None:
         row.update(target=target, target_of=key, target_met=bool(row[key] >= target))
@@ -263,24 +269,31 @@ def markdown(result: dict) -> str:
     m = result["machine"]
     lines = [f"# icl bench ({m['device']}, {m['threads']} threads, torch {m['torch']})", "",
              f"dim {result['dim']}, context {result['context_length']}, batch {result['batch_size']}; "
-             f"steps/s are medians over {result['repeats']} interleaved repeats. Peak matmul rate "
+             f"steps/s are medians over {result['repeats']} interleaved repeats; 'by CPU time' is the targeted "
+             f"ratio from this process's CPU seconds per step instead of wall-clock. Peak matmul rate "
              f"{m['peak_gflops']:.1f} GFLOP/s; peak memory (max RSS) {m['max_rss_mib']:.0f} MiB "
              f"(icl alone, in a fresh process: {m['max_rss_icl_mib']:.0f} MiB)"
              + (f"; GPU memory peak {m['cuda_max_allocated_mib']:.0f} MiB." if "cuda_max_allocated_mib" in m else "."), "",
              "| case | layers | icl steps/s | reference steps/s | icl / reference | icl / one after another "
-             "| target | met | icl GFLOP/s (of peak) | same losses (rel. diff) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| target | met | by CPU time | icl GFLOP/s (of peak) | icl GFLOP per CPU-s | same losses (rel. diff) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["cases"]:
         sps = r["steps_per_second"]
         ref = f"{sps['reference']:.3f} | {r['speedup_vs_reference']:.1f}x" if "reference" in sps else "not run | "
         seq = f"{r['speedup_vs_one_after_another']:.2f}x" if "speedup_vs_one_after_another" in r else ""
         tgt = f">= {r['target']:g}x ({'sweep' if 'one_after' in r['target_of'] else 'ref'})" if "target" in r else ""
         met = ("yes" if r["target_met"] else "**no**") if "target" in r else ""
-        lines.append(f"| {r['case']} | {r['layers']} | {sps['icl']:.2f} | {ref} | {seq} | {tgt} | {met} | "
-                     f"{r['icl_flop_rate'] / 1e9:.2f} ({r['icl_flop_fraction']:.1%}) | "
+        by_cpu = f"{r[r['target_of'] + '_cpu_time']:.1f}x" if "target" in r else ""
+        lines.append(f"| {r['case']} | {r['layers']} | {sps['icl']:.2f} | {ref} | {seq} | {tgt} | {met} | {by_cpu} | "
+                     f"{r['icl_flop_rate'] / 1e9:.2f} ({r['icl_flop_fraction']:.1%}) | {r['icl_flops_per_cpu_second'] / 1e9:.2f} | "
                      f"{'yes' if r['same'] else '**no**'} ({max(r['loss_rel_diff'], r['grad_rel_diff']):.1e}) |")
     lines.append("")
     lines.append(f"Total wall time {result['wall_seconds']:.0f} s.")
+    load = max(m["load_average"])
+    if m["device"] == "cpu" and load > m["cores"]:
+        lines.append(f"The machine was busy (load average up to {load:.1f} on {m['cores']} cores): other "
+                     "processes took CPU time from both sides, and many small operations (icl) suffer more "
+                     "from waiting threads than a few large ones (the reference); `--threads 1` is steadier.")
     return "\n".join(lines) + "\n"
 
 
@@ -306,6 +319,7 @@ def run(args) -> int:
     import json
 
     start = time.perf_counter()
+    load_before = os.getloadavg()[0]
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
@@ -325,7 +339,8 @@ def run(args) -> int:
         "batch_size": args.batch_size, "repeats": args.repeats, "cases": rows,
         "machine": {"device": device.type, "threads": torch.get_num_threads(), "torch": torch.__version__,
                     "cpu": platform.processor() or platform.machine(), "peak_gflops": peak / 1e9,
-                    "max_rss_mib": max_rss_mib(), "max_rss_icl_mib": rss_icl,
+                    "max_rss_mib": max_rss_mib(), "max_rss_icl_mib": rss_icl, "cores": os.cpu_count(),
+                    "load_average": [load_before, os.getloadavg()[0]],
                     **({"cuda_max_allocated_mib": torch.cuda.max_memory_allocated() / 2**20} if device.type == "cuda" else {})},
         "wall_seconds": time.perf_counter() - start,
     }

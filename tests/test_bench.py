@@ -67,3 +67,4 @@ def test_bench_command_writes_json_and_markdown(tmp_path):
     assert sweep["target_of"] == "speedup_vs_one_after_another" and "reference" not in sweep["steps_per_second"]
     assert result["machine"]["peak_gflops"] > 0 and result["machine"]["max_rss_mib"] > 0
     assert "| linear sweep 1-2 | 3 |" in out.with_suffix(".md").read_text()
+    assert sweep["cpu_seconds_per_step"]["icl"] > 0 and sweep["speedup_vs_one_after_another_cpu_time"] > 0
