@@ -13,7 +13,7 @@ PROFILE ?= quick
 DEVICE  ?= auto
 
 VPY      := $(VENV)/bin/python
-TESTENV  := OMP_NUM_THREADS=2 MPLBACKEND=Agg
+TESTENV  := OMP_NUM_THREADS=1 MPLBACKEND=Agg
 STAMP    := $(VENV)/.installed
 # Holds the TORCH value of the last install; rewritten only when TORCH changes, so that a
 # different TORCH triggers a reinstall while an unchanged one leaves the stamp up to date.

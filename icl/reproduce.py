@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 from .config import ConfigError
-from .notebook import markdown_table, repo_root
 from .sweep import read_yaml
 
 NOTEBOOKS = ("01_easy_linear", "02_easy_nonlinear", "03_difficult", "04_generalized", "05_fitting_appendix")
@@ -55,6 +54,8 @@ def run(args) -> int:
     bad = [n for n in names if n not in NOTEBOOKS]
     if bad:
         raise ConfigError(f"only: unknown notebook {bad[0]!r}; allowed: {', '.join(NOTEBOOKS)}")
+    from .notebook import repo_root  # pandas and matplotlib load only when a notebook runs
+
     root = repo_root()
     base = root / profile_root(args.profile)
     times = {}
@@ -83,6 +84,8 @@ def write_report(root: Path, profile: str) -> Path:
     rows.sort(key=claim_order)
     (base / "claims.json").write_text(json.dumps(rows, indent=1))
     import pandas as pd
+
+    from .notebook import markdown_table
 
     table = pd.DataFrame([{"id": c["id"], "claim": c["claim"], "status": c["status"],
                            "measured": "; ".join(f"{k} = {_short(v)}" for k, v in c["measured"].items()),
@@ -120,6 +123,8 @@ def add_arguments_golden(p) -> None:
 
 
 def run_golden(args) -> int:
+    from .notebook import repo_root  # pandas and matplotlib load only when a notebook runs
+
     root = repo_root()
     for name in args.only or NOTEBOOKS:
         params = notebook_parameters(root, "ci", name, None)
