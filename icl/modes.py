@@ -71,3 +71,81 @@ def normalised_mode_curves(result: dict) -> tuple[np.ndarray, np.ndarray]:
         raise KeyError("the result has no mode-wise losses: train with track_modes=True")
     loss = np.asarray(result["modes"]["loss"], float)
     return np.asarray(result["modes"]["step"]), loss / loss[0]
+
+
+# ---------------------------------------------------------------- trained models, mode by mode
+# (notebook 01: claim C6's linear half and the A.1 polynomial of a trained model, read per mode)
+
+
+def learning_order(half_fall) -> float:
+    """Spearman rank correlation between the mode index k (0 = largest input variance) and the
+    step at which mode k covered half of its fall (icl.collapse.half_fall_steps). A mode that
+    never fell (NaN) ranks after every mode that did. +1: strictly strongest first; 0: no order."""
+    from scipy.stats import spearmanr
+
+    h = np.asarray(half_fall, float)
+    if h.ndim != 1 or len(h) < 2:
+        raise ValueError(f"need one half-fall step per mode (at least two modes), got shape {h.shape}")
+    h = np.where(np.isnan(h), np.inf, h)
+    if np.all(h == h[0]):
+        return 0.0  # no order at all (spearmanr would return NaN)
+    return float(spearmanr(np.arange(len(h)), h).statistic)
+
+
+def trained_convergence_depths(depths, finals, level: float = 0.1) -> np.ndarray:
+    """Per mode, the smallest trained depth whose final normalised loss loss_k(end)/loss_k(0)
+    is below `level`; inf where no trained depth gets there. depths (n,), finals (n, d)."""
+    depths, finals = np.asarray(depths, float), np.asarray(finals, float)
+    if finals.ndim != 2 or finals.shape[0] != len(depths):
+        raise ValueError(f"finals must be (n_depths, d) with n_depths = {len(depths)}, got {finals.shape}")
+    order = np.argsort(depths)
+    depths, below = depths[order], finals[order] < level  # (n, d)
+    first = depths[np.argmax(below, axis=0)]
+    first[~below.any(0)] = np.inf
+    return first
+
+
+def polynomial_of(result: dict) -> tuple[np.ndarray, float, float]:
+    """A trained linear model's (gammas (L, d, d), readout, residual factor) from its result."""
+    p, c = result["parameters"], result["config"]
+    scale = 1.0 / c["depth"] if c["residual_scale"] == "inverse_depth" else 1.0
+    return np.asarray(p["gammas"], float), float(p["readout"]), scale
+
+
+def polynomial_predictions(gammas, readout: float, x, xq, teacher, scale: float) -> np.ndarray:
+    """The easy-task prediction x_q^T M(S) S w of A.1, with S = X^T X / P per context.
+    x (B, P, d), xq (B, d), teacher (B, d): float64 arrays (e.g. a Batch's tensors). (B,)"""
+    from .theory import covariance_polynomial
+
+    x, xq, w = (np.asarray(t, float) for t in (x, xq, teacher))
+    S = np.einsum("bpi,bpj->bij", x, x) / x.shape[1]  # (B, d, d)
+    M = covariance_polynomial(gammas, readout, S, scale=scale)  # (B, d, d)
+    return np.einsum("bi,bij,bjk,bk->b", xq, M, S, w)
+
+
+def effective_polynomial(gammas, readout: float, lam, scale: float) -> np.ndarray:
+    """lam * p(lam) with p(lam) = tr M(lam I) / d: the gain the model applies to a direction of
+    variance lam (1 = that direction fully learned; 1 - gain is its residual). Exact for
+    isotropic preconditioners; otherwise their rotation-averaged first-order part."""
+    from .theory import covariance_polynomial
+
+    lam = np.asarray(lam, float)
+    d = np.shape(gammas)[-1]
+    S = lam[:, None, None] * np.eye(d)  # (n, d, d)
+    M = covariance_polynomial(gammas, readout, S, scale=scale)
+    return lam * np.trace(M, axis1=1, axis2=2) / d
+
+
+def mode_gains(gammas, readout: float, lam, scale: float, n_rotations: int = 64, seed: int = 0) -> np.ndarray:
+    """Population-limit gain on each eigen-mode, averaged over Haar rotations as the task
+    draws them: lam_k E_O[(O^T M(Sigma) O)_kk] with Sigma = O diag(lam) O^T. (d,)"""
+    from .theory import covariance_polynomial
+
+    lam = np.asarray(lam, float)
+    g = np.random.default_rng(seed).standard_normal((n_rotations, len(lam), len(lam)))
+    q, r = np.linalg.qr(g)  # float64: Haar once the signs of diag(R) are fixed
+    O = q * np.sign(np.diagonal(r, axis1=1, axis2=2))[:, None, :]  # (n, d, d)
+    sigma = O @ (lam[:, None] * O.transpose(0, 2, 1))  # O diag(lam) O^T
+    M = covariance_polynomial(gammas, readout, sigma, scale=scale)
+    inner = O.transpose(0, 2, 1) @ M @ O  # (n, d, d) M in the eigenbasis
+    return lam * np.diagonal(inner, axis1=1, axis2=2).mean(0)
