@@ -65,7 +65,7 @@ def test_unknown_papermill_parameter_stops_the_notebook(tmp_path):
 
 
 def test_impossible_papermill_value_names_the_key(tmp_path):
-    r = run_papermill(tmp_path, "-p", "depths", "[0, 2]")
+    r = run_papermill(tmp_path, "-y", "depths: [0, 2]")  # -y passes YAML; -p would pass a string
     assert r.returncode != 0
     assert "depths" in r.stderr + r.stdout and "every depth must be >= 1" in r.stderr + r.stdout
 
