@@ -89,7 +89,7 @@ def write_report(root: Path, profile: str) -> Path:
 
     table = pd.DataFrame([{"id": c["id"], "claim": c["claim"], "status": c["status"],
                            "measured": "; ".join(f"{k} = {_short(v)}" for k, v in c["measured"].items()),
-                           "figure": f"[{Path(c['figure']).name}]({Path(c['figure']).relative_to(profile_root(profile))})"}
+                           "figure": figure_link(root, profile, c["figure"])}
                           for c in rows])
     times = json.loads((base / "timings.json").read_text()) if (base / "timings.json").exists() else {}
     text = (f"# Reproduction report ({profile} profile)\n\n"
@@ -100,6 +100,14 @@ def write_report(root: Path, profile: str) -> Path:
             + ("\nNotebook wall times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in times.items()) + "\n" if times else ""))
     (base / "REPORT.md").write_text(text)
     return base / "REPORT.md"
+
+
+def figure_link(root: Path, profile: str, figure: str) -> str:
+    """A Markdown link relative to the report; a figure that is not on disk is said to be missing."""
+    name = Path(figure).name
+    if not (root / figure).exists():
+        return f"{name} (missing: rerun its notebook)"
+    return f"[{name}]({Path(figure).relative_to(profile_root(profile))})"
 
 
 def claim_order(c: dict) -> tuple:
