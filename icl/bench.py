@@ -28,7 +28,7 @@ from .models import Stack, build, stack_order
 from .tasks import make_generator, sample_batch
 from .train import StackAdam, resolve_device
 
-# Targets of issue 6 (a benchmark, not a timed test): speed-up of icl over the reference.
+# Targets (a benchmark, not a timed test): speed-up of icl over the reference.
 TARGETS = {"softmax": {64: 20.0}, "linear": {64: 5.0}, "sweep": 2.0}
 TOLERANCE = 1e-4  # relative difference allowed between the two sides' losses and gradients (float32)
 

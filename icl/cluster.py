@@ -14,7 +14,7 @@ Executors:
   timeout_min, cpus_per_task, gpus_per_node and mem_gb. Pass them as keyword arguments or, from the
   command line, as JSON in the ICL_SUBMITIT environment variable, for example
       ICL_SUBMITIT='{"slurm_partition": "gpu", "gpus_per_node": 1, "timeout_min": 120}' \\
-          python -m icl sweep params/paper/03_difficult.yaml --executor slurm
+          python -m icl sweep params/sweeps/difficult_softmax.yaml --executor slurm
   Set `device: cuda` (or cpu) explicitly in the sweep file: the run-cache key holds the device
   type, and `auto` resolves on the machine that computes the key.
 """

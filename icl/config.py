@@ -23,25 +23,25 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class RunConfig:
-    # --- what is trained (SPEC §2)
+    # --- what is trained (paper §2)
     model: str = "softmax"  # linear | softmax | shared_stream | untied_values | context_updates
     depth: int = 1  # number of attention layers L
-    key_dim: int = 0  # d_k of Q_l, K_l; 0 means "= dim" (SPEC §7: a first-class parameter)
+    key_dim: int = 0  # d_k of Q_l, K_l; 0 means "= dim" (decides the regime: docs/training_protocol.md)
     residual_scale: str = "inverse_depth"  # 1/L on every update keeps the output O(1) in L (ours)
     init_scale: float = 1.0  # initial query/key scores have standard deviation ~ init_scale**2
-    # --- the task (SPEC §1)
+    # --- the task (paper §2.1)
     task: str = "difficult"  # easy (copy the matching label) | difficult (mean of top-k labels)
     top_k: int = 2  # k of the difficult task; top-2 is the paper's main case
     input_exponent: float = 0.0  # a in lambda_k ~ k^-a
     task_exponent: float = 0.0  # b in omega_k ~ k^-b
-    dim: int = 16  # d; the prototype of SPEC §7 used 16
+    dim: int = 16  # d; the prototype measurements used 16
     context_length: int = 64  # P labelled tokens per context
-    normalize_inputs: bool = True  # project inputs onto the sphere |x| = sqrt(d) (SPEC §1, ours)
+    normalize_inputs: bool = True  # project inputs onto the sphere |x| = sqrt(d) (ours)
     label_noise: float = 0.0  # std of Gaussian noise added to the context labels
-    # --- training (SPEC §2 "Training")
+    # --- training
     steps: int = 2000
     batch_size: int = 256  # fresh contexts per step (online learning)
-    learning_rate: float = 3e-3  # Adam; the prototype of SPEC §7 used 3e-3 with cosine decay
+    learning_rate: float = 3e-3  # Adam; the prototype measurements used 3e-3 with cosine decay
     schedule: str = "cosine"  # cosine decay to zero after a linear warm-up, or constant
     warmup_fraction: float = 0.02
     seed: int = 0

@@ -17,9 +17,13 @@ from .fit import PowerLawFit, fit_power_law
 
 
 def seed_means(df: pd.DataFrame, value: str = "loss") -> pd.DataFrame:
-    """Per depth: mean, standard error over seeds (0 with one seed) and the number of seeds."""
-    g = df.dropna(subset=[value]).groupby("depth")[value]
-    out = pd.DataFrame({"mean": g.mean(), "sem": g.sem().fillna(0.0), "n": g.size()})
+    """Per depth: mean, standard error over seeds (0 with one seed), the number of seeds and,
+    where the frame says, whether every run at that depth reached its plateau."""
+    df = df.dropna(subset=[value])
+    g = df.groupby("depth")
+    out = pd.DataFrame({"mean": g[value].mean(), "sem": g[value].sem().fillna(0.0), "n": g[value].size()})
+    if "converged" in df:
+        out["converged"] = g["converged"].all()
     return out.reset_index().sort_values("depth", ignore_index=True)
 
 
@@ -52,11 +56,18 @@ def last_doubling_change(df: pd.DataFrame, value: str) -> float:
     return abs(float(m.loc[deep]) - half) / abs(half)
 
 
-def fit_depths(df: pd.DataFrame, value: str = "loss", L0: float | None = None) -> PowerLawFit:
+def fit_depths(df: pd.DataFrame, value: str = "loss", L0: float | None = None, weighted: bool = False) -> PowerLawFit:
     """R_L = L0 + c L^-alpha fitted to the seed means (floor fitted jointly unless L0 is given);
-    a fit that fails returns NaNs with converged=False instead of stopping the notebook."""
+    a fit that fails returns NaNs with converged=False instead of stopping the notebook.
+
+    Unweighted by default, as every verdict in the notebooks is: with two seeds a standard error
+    has one degree of freedom, too noisy to weight by. `weighted=True` weights each depth by its
+    seed standard error (when every depth has two or more seeds), as a sensitivity check."""
     m = seed_means(df, value)
-    return fit_power_law(m["depth"].to_numpy(float), m["mean"].to_numpy(float), L0=L0, strict=False)
+    errors = None
+    if weighted and (m["n"] > 1).all() and (m["sem"] > 0).all():
+        errors = m["sem"].to_numpy(float)
+    return fit_power_law(m["depth"].to_numpy(float), m["mean"].to_numpy(float), L0=L0, errors=errors, strict=False)
 
 
 def context_update_table(results: list[dict]) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""The attention models of SPEC §2, each built as a *stack*: M independent models of depths
+"""The attention models of the paper (§2), each built as a *stack*: M independent models of depths
 L_1..L_M whose layers live in one flat tensor of T = sum(L_m) layers, so a whole depth sweep
 trains in one batched pass (their parameters are disjoint, so summing their losses gives each
 model exactly its own gradient).
@@ -106,7 +106,7 @@ class QueryReadout(torch.autograd.Function):
 
 class SoftmaxEnsemble(Stack):
     """Fixed context labels, so y_hat = c * sum_l sum_mu A^l_{q,mu} y_mu: an ensemble of L
-    independently parameterised softmax predictors (SPEC §2, Appendix B).
+    independently parameterised softmax predictors (paper §2, Appendix B).
 
     `untied=False` is the controlled model (one value shared by all layers, merged with the
     readout into one scalar per model); `untied=True` gives every layer its own value (§C.2).
@@ -159,7 +159,7 @@ class Cascade(Stack):
 
 
 class LinearAttention(Cascade):
-    """Linear attention with context updates (SPEC §2, §3.1): L steps of in-context gradient
+    """Linear attention with context updates (paper §3.1): L steps of in-context gradient
     descent with layer-specific preconditioners Gamma_l = Q_l^T K_l. Context rows take -1, the
     query row +1; every update carries the residual factor. Computed in the associative order
     x_i . (Gamma_l X^T h / P): never a P x P matrix."""

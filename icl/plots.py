@@ -6,6 +6,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from .depth_trends import seed_means
+
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 
 
@@ -19,19 +21,10 @@ def spectrum_label(a: float, b: float) -> str:
     return f"(a, b) = ({a:g}, {b:g})"
 
 
-def depth_summary(df: pd.DataFrame, value: str = "loss") -> pd.DataFrame:
-    """Mean, standard error over seeds and convergence of `value` at each depth."""
-    g = df.groupby("depth")
-    out = pd.DataFrame({"mean": g[value].mean(), "sem": g[value].sem().fillna(0.0), "n": g[value].size()})
-    if "converged" in df:
-        out["converged"] = g["converged"].all()
-    return out.reset_index()
-
-
 def loss_vs_depth(ax, df: pd.DataFrame, label: str, color=None, fit=None, value: str = "loss") -> None:
     """Measured points with error bars over seeds (hollow where a run had not reached its
     plateau), and the fitted L0 + c L^-alpha as a line."""
-    s = depth_summary(df, value)
+    s = seed_means(df, value)
     line = ax.errorbar(s["depth"], s["mean"], yerr=s["sem"], fmt="o", ms=5, capsize=2, color=color, label=label)
     color = line[0].get_color()
     if "converged" in s and not s["converged"].all():

@@ -31,13 +31,13 @@ def notebook_parameters(root: Path, profile: str, name: str, device: str | None)
     return params
 
 
-def execute(root: Path, name: str, params: dict, out: Path) -> float:
+def execute(root: Path, name: str, params: dict, out: Path, progress: bool = False) -> float:
     import papermill
 
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     papermill.execute_notebook(str(root / "notebooks" / f"{name}.ipynb"), str(out), parameters=params,
-                               kernel_name="python3", cwd=str(root / "notebooks"), progress_bar=False)
+                               kernel_name="python3", cwd=str(root / "notebooks"), progress_bar=progress)
     return time.perf_counter() - start
 
 
@@ -63,14 +63,27 @@ def run(args) -> int:
         params = notebook_parameters(root, args.profile, name, args.device)
         out = root / params["output_dir"] / f"{name}.ipynb"
         print(f"[{i}/{len(names)}] {name} ({args.profile}) ...", file=sys.stderr, flush=True)
-        times[name] = round(execute(root, name, params, out), 1)
-        print(f"[{i}/{len(names)}] {name} done in {times[name]:.0f} s -> {out.relative_to(root)}", file=sys.stderr, flush=True)
+        cached = cache_entries(root, params)
+        # a per-cell progress bar on a terminal; logs (CI, nohup) get only the start and end lines
+        seconds = round(execute(root, name, params, out, progress=sys.stderr.isatty()), 1)
+        times[name] = {"seconds": seconds, "runs_trained": None if cached is None else cache_entries(root, params) - cached}
+        print(f"[{i}/{len(names)}] {name} done in {seconds:.0f} s, {times[name]['runs_trained']} runs trained "
+              f"-> {out.relative_to(root)}", file=sys.stderr, flush=True)
     timing = base / "timings.json"
     old = json.loads(timing.read_text()) if timing.exists() else {}
     timing.write_text(json.dumps({**old, **times}, indent=1))
     report = write_report(root, args.profile)
-    print(f"total {sum(times.values()):.0f} s; report: {report.relative_to(root)}", file=sys.stderr)
+    print(f"total {sum(t['seconds'] for t in times.values()):.0f} s; report: {report.relative_to(root)}", file=sys.stderr)
     return 0
+
+
+def cache_entries(root: Path, params: dict) -> int:
+    """How many runs the notebook's run cache holds (None without a cache): the difference before
+    and after a notebook says how many it trained rather than read."""
+    cache = params.get("cache_dir")
+    if not cache:
+        return None
+    return sum(1 for f in (root / cache).glob("*/*.json") if not f.name.startswith("."))  # not .tmp-* files
 
 
 def write_report(root: Path, profile: str) -> Path:
@@ -97,9 +110,24 @@ def write_report(root: Path, profile: str) -> Path:
             "under the criterion written in the notebook before the numbers were computed.\n\n"
             + (markdown_table(table) if rows else "No results yet: run `make reproduce`.\n")
             + "\n" + "".join(f"- `{c['id']}` criterion: {c['criterion']}\n" for c in rows)
-            + ("\nNotebook wall times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in times.items()) + "\n" if times else ""))
+            + timing_line(times))
     (base / "REPORT.md").write_text(text)
     return base / "REPORT.md"
+
+
+def timing_line(times: dict) -> str:
+    """Wall time of each notebook in its last run, with how many runs it trained (the rest were
+    read from the run cache, which is what makes a second run fast)."""
+    if not times:
+        return ""
+    def part(name, t):
+        if not isinstance(t, dict):  # written before the count existed
+            return f"{name} {t:.0f} s"
+        trained = "no run cache" if t["runs_trained"] is None else f"{t['runs_trained']} runs trained"
+        return f"{name} {t['seconds']:.0f} s ({trained})"
+
+    parts = [part(name, t) for name, t in sorted(times.items())]
+    return "\nWall time of each notebook's last run: " + ", ".join(parts) + ".\n"
 
 
 def figure_link(root: Path, profile: str, figure: str) -> str:

@@ -1,5 +1,6 @@
 """The paper's tables in our numbers, built from the notebooks' losses.csv files (one row per
-trained model) by refitting every curve the same way (§D.1): the fitting appendix's engine."""
+trained model) by refitting every curve the same way as the notebooks' verdicts do
+(`depth_trends.fit_depths`, §D.1): the fitting appendix's engine."""
 from __future__ import annotations
 
 import math
@@ -8,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .depth_trends import seed_means
+from .depth_trends import fit_depths, seed_means
 from . import theory
-from .fit import fit_power_law, fit_shared_error_gap
+from .fit import fit_shared_error_gap
 
 SPECTRUM = ["input_exponent", "task_exponent"]
 
@@ -21,35 +22,35 @@ def read_losses(results_root: Path, notebook: str) -> pd.DataFrame | None:
     return pd.read_csv(path) if path.exists() else None
 
 
-def _fit_row(part: pd.DataFrame, L0: float | None, min_depth: int, value: str = "loss") -> dict:
-    m = seed_means(part[part.depth >= min_depth], value)
-    errors = m["sem"].to_numpy(float) if (m["n"] > 1).all() and (m["sem"] > 0).all() else None
+def _fit_row(part: pd.DataFrame, L0: float | None, min_depth: int, value: str = "loss", weighted: bool = False) -> dict:
+    part = part[part.depth >= min_depth]
     try:
-        fit = fit_power_law(m["depth"].to_numpy(float), m["mean"].to_numpy(float), L0=L0, errors=errors, strict=False)
+        fit = fit_depths(part, value, L0=L0, weighted=weighted)
     except ValueError:  # too few depths for this fit
         return {"alpha": math.nan, "alpha_se": math.nan, "L0": math.nan, "L0_se": math.nan, "c": math.nan,
-                "r2": math.nan, "depths": len(m), "fit_converged": False}
+                "c_se": math.nan, "r2": math.nan, "depths": part.depth.nunique(), "fit_converged": False}
     return {"alpha": fit.alpha, "alpha_se": fit.alpha_se, "L0": fit.L0, "L0_se": fit.L0_se, "c": fit.c,
-            "r2": fit.r2, "depths": fit.n, "fit_converged": fit.converged}
+            "c_se": fit.c_se, "r2": fit.r2, "depths": fit.n, "fit_converged": fit.converged}
 
 
-def fit_table(df: pd.DataFrame, by: list[str], L0: float | None = None, min_depth: int = 1) -> pd.DataFrame:
+def fit_table(df: pd.DataFrame, by: list[str], L0: float | None = None, min_depth: int = 1,
+              weighted: bool = False) -> pd.DataFrame:
     """One fit of R_L = L0 + c L^-alpha per group of `by` (floor fitted jointly unless L0 is given),
-    on the means over seeds, weighted by their standard errors when every depth has several seeds.
+    on the means over seeds (weighted by their standard errors only with `weighted`).
     `trained_to_plateau` says whether every model of the group met the plateau criterion."""
     rows = []
     for key, part in df.groupby(by, sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        rows.append({**dict(zip(by, key)), **_fit_row(part, L0, min_depth),
+        rows.append({**dict(zip(by, key)), **_fit_row(part, L0, min_depth, weighted=weighted),
                      "deepest": int(part.depth.max()), "loss_at_deepest": float(part[part.depth == part.depth.max()].loss.mean()),
                      "trained_to_plateau": bool(part.converged.all())})
     return pd.DataFrame(rows)
 
 
 def plateau_of(df: pd.DataFrame, by: list[str], value: str = "loss") -> pd.Series:
-    """The loss of the deepest model of each group (mean over seeds): a linear model's plateau."""
-    deepest = df[df.depth == df.groupby(by).depth.transform("max")]
-    return deepest.groupby(by)[value].mean()
+    """A linear model's plateau: the lowest mean loss over seeds across the depths of each group
+    (notebook 03's `linear_best`)."""
+    return df.groupby([*by, "depth"])[value].mean().groupby(level=list(range(len(by)))).min()
 
 
 def gap_table(df: pd.DataFrame, floors: pd.DataFrame, by: list[str]) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""In-context tasks with rotated power-law spectra (SPEC §1, paper §2.1).
+"""In-context tasks with rotated power-law spectra (paper §2.1).
 
 Every context gets its own Haar rotation O_c, so the model cannot learn fixed directions:
 Sigma_c = O_c diag(lambda) O_c^T for the inputs, Omega_c = O_c diag(omega) O_c^T for the teacher.

@@ -21,7 +21,7 @@
 # (notebook 01). Can a single *softmax* layer solve it outright, for every input and task spectrum,
 # and does it do so by putting (almost) all of its attention on the matching token?
 #
-# **Setup.** The controlled nonlinear model of SPEC §2: fixed context labels, one query/key pair per
+# **Setup.** The controlled nonlinear model (paper §2): fixed context labels, one query/key pair per
 # layer, one shared value, prediction = mean of the layers' attention-weighted labels. Inputs are
 # projected onto the sphere of radius √d (our choice; the paper's summary does not say): the last
 # section shows why, by training the same model on raw Gaussian inputs.
@@ -69,7 +69,8 @@ s = nb.parameters(globals())
 # 1. one layer reaches near-zero loss: relative loss below 0.01 for every spectrum;
 # 2. depth adds nothing: no deeper model beats depth 1 by more than 0.005 in relative loss;
 # 3. focusing: the one-layer model puts at least 90 % of its attention on the matching token;
-# 4. the query and key norms grow during training (final / initial > 1.5).
+# 4. the query and key norms grow during training: for every spectrum, the product ‖Q‖·‖K‖ of the
+#    one-layer model ends above 1.5 × its initial value.
 
 # %%
 NEAR_ZERO, DEPTH_GAIN, FOCUS_MASS, NORM_GROWTH = 0.01, 0.005, 0.9, 1.5
@@ -175,3 +176,14 @@ nb.show({"one-layer loss per spectrum": d1.tolist(), "largest gain from depth": 
          "raw-input loss": compare["raw Gaussian inputs"].tolist()})
 nb.show(checks)
 nb.show_claims(s)
+
+# %% [markdown]
+# **What the quick profile shows.** Every one-layer model ends below 0.001 in relative loss (1e-4
+# for isotropic inputs), more than 90 % of its attention sits on the matching token, and ‖Q‖·‖K‖
+# grows by a factor of three or more: the layer learns to focus, as §3.2 describes. Depths 2 and 4
+# improve on one layer by at most 1.3e-5 and are more often slightly worse (by up to 2.5e-4). Every run is flagged `converged: false`:
+# the plateau measure is a *relative* fall over the last 20 % of training, and a loss of 1e-4 that
+# still falls by 3–5 % fails it. The flag does not weaken the verdict (a longer run can only bring
+# these losses closer to zero), but it is shown as measured. Raw Gaussian inputs, the same model
+# and budget, end about two orders of magnitude higher (0.015–0.22 against 1e-4–8e-4, the
+# `raw_vs_sphere` table), which is why the inputs are projected onto a sphere.

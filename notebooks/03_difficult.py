@@ -24,7 +24,7 @@
 # well below the linear one? And what is the depth buying: do the layers act like an ensemble whose
 # shared error sets the floor while their disagreements average away?
 #
-# **Setup.** The controlled models of SPEC §2: fixed context labels, layers with their own query and
+# **Setup.** The controlled models (paper §2): fixed context labels, layers with their own query and
 # key matrices of rank `key_dim`, one shared value, prediction = mean of the layers' attention-read
 # labels (softmax); and the linear model with context updates (L steps of in-context gradient
 # descent) with full-rank preconditioners Γ_l = Q_lᵀK_l, as in its theory (A.1). Inputs lie on
@@ -57,7 +57,7 @@ progress = True
 dim = 16
 context_length = 64
 key_dim = 4  # rank of every layer's query/key matrices; 0 means: the same as dim
-steps = 4000
+steps = 2000
 batch_size = 256
 learning_rate = 0.003
 init_scale = 1.0
@@ -77,7 +77,7 @@ mode_eval_points = 200  # evaluations along training for that spectrum (modes ar
 joint_spectra = [[1.0, 1.0], [1.5, 0.5]]  # both exponents nonzero (C10), one seed
 wide_top_k = 16  # the flatter aggregation task of C10
 wide_spectra = [[0.0, 0.0], [1.0, 1.0]]
-extra_depths = [1, 2, 4, 8, 16, 32, 64]  # depths of the joint-spectrum and wide-top-k sweeps
+extra_depths = [1, 2, 4, 8, 16, 32]  # depths of the joint-spectrum and wide-top-k sweeps
 mc_contexts = 20000  # contexts of the Monte Carlo linear floor (A.3)
 input_exponent = None  # set both (papermill -p) to run one custom spectrum instead of `spectra`
 task_exponent = None
@@ -104,7 +104,7 @@ runs_of = lambda runs, spec, **kv: [r for r in runs if spectrum_of(r) == tuple(s
 # - **C3 (linear, top-2)** — for every spectrum: (a) the plateau is reached by depth 2 (R_2 within
 #   5 % of the best linear loss); (b) the best linear loss is within 10 % of the Monte Carlo
 #   irreducible loss of A.3 (best predictor ∝ Σ_c x_q). Reproduced: both; partly: one.
-# - **C5 (decomposition)** — (a) R = C + (A − C)/L holds to 1e-6 for every model; (b) for every
+# - **C5 (decomposition)** — (a) R = C + (A − C)/L holds to 1e-6 for every softmax model; (b) for every
 #   top-2 spectrum, L0 − C_L > 0 at every depth and its fitted exponent γ satisfies |γ − 1| ≤ 0.25;
 #   (c) the disagreement A_L − C_L approaches a constant: its log-log slope over the deeper half of
 #   the depths is within ±0.25, so (A_L − C_L)/L carries the ~1/L gain. Reproduced: all; partly: (a)
@@ -212,8 +212,8 @@ not_converged = df[~df.converged][["sweep", "model", "input_exponent", "task_exp
 not_converged
 
 # %% [markdown]
-# A deeper model that ends above a shallower one would point at its training, not at depth (issue
-# 7). The largest such excess in each sweep (0 when the loss never rises with depth):
+# A deeper model that ends above a shallower one would point at its training, not at depth
+# (docs/training_protocol.md). The largest such excess in each sweep (0 when the loss never rises with depth):
 
 # %%
 rise = lambda g: max([0.0] + [g.loss.iloc[j] - g.loss.iloc[i] for i in range(len(g)) for j in range(i + 1, len(g))])
@@ -292,7 +292,7 @@ table1.round(4)
 
 # %% [markdown]
 # ## The regime: low-rank against full-rank query/key matrices
-# SPEC §7's prototype found the depth curve flat when every layer's query/key matrices have full
+# The prototype measurements that started this project found the depth curve flat when every layer's query/key matrices have full
 # rank (key_dim = dim), and falling when they are low-rank. The same comparison on this notebook's
 # settings, first spectrum only, with the decomposition terms: this is where the claim holds or
 # fails, not a detail.

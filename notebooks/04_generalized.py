@@ -37,9 +37,9 @@
 # initial 0 and is left out of every summary), and `u_l` has no 1/L factor.
 #
 # **Scale.** C.1 and C.3 compute a P × P attention among context tokens in every layer, which
-# costs far more than the controlled model's single query row (on one core, for depths 1–16 at
-# the quick settings: about 0.13 s per step for C.1 and 0.06 s for C.3, against 0.006 s for the
-# controlled model). The `quick` profile therefore uses a context of 32 tokens, batches of 64,
+# costs far more than the controlled model's single query row: at the quick settings one batched
+# step of depths 1–16 costs 5–35 times a step of the controlled model's depths 1–32 (the `timing`
+# table below gives the seconds per step measured in this run). The `quick` profile therefore uses a context of 32 tokens, batches of 64,
 # 1,000 steps and depths up to 16 for C.1 and C.3 (32 for the cheap models): much smaller than the
 # paper's range. The `paper` profile widens all of these on a GPU.
 #
@@ -93,8 +93,8 @@ _ = s.config(top_k=K)  # stops here if the context is too short for the broad ta
 # ## Verdict criteria (written before the runs)
 #
 # "Seed spread" below is the combined standard error over seeds of the two mean losses compared;
-# "falls beyond moderate depth" means the deepest model's mean loss is below the depth-4 model's
-# by more than two seed spreads. Fits are `R_L = L0 + c L^-α` on the seed means, floor fitted jointly.
+# "falls beyond moderate depth" means the deepest model's mean loss is below that of the model at
+# `reference_depth` (4 in the quick and paper profiles) by more than two seed spreads. Fits are `R_L = L0 + c L^-α` on the seed means, floor fitted jointly.
 #
 # **C7** (shared stream and untied values, top-2), for each model and spectrum:
 # 1. the loss falls beyond moderate depth;

@@ -53,6 +53,23 @@ def test_fit_depths_recovers_an_inverse_depth_curve_with_its_floor():
     assert fit.L0 == pytest.approx(0.4, abs=1e-3)
 
 
+def test_seed_means_say_whether_every_run_at_a_depth_converged():
+    df = sweep(lambda L: 1.0 / L).assign(converged=lambda d: ~((d.depth == 8) & (d.seed == 1)))
+    m = seed_means(df).set_index("depth")
+    assert not m.loc[8, "converged"] and m.drop(index=8)["converged"].all()
+
+
+def test_weighting_by_seed_errors_is_optional_and_changes_the_fit():
+    """A noisy shallow point with a wide seed spread pulls the unweighted fit; weighted, it counts less."""
+    df = sweep(lambda L: 0.4 + 0.5 * L**-1.0)
+    df.loc[df.depth == 1, "loss"] += [0.3, -0.1]  # depth 1: mean +0.1, seed spread 0.4
+    df.loc[df.depth > 1, "loss"] += df.loc[df.depth > 1, "seed"] * 1e-3
+    plain, weighted = fit_depths(df), fit_depths(df, weighted=True)
+    assert abs(weighted.alpha - 1.0) < abs(plain.alpha - 1.0)
+    one_seed = df[df.seed == 0]  # no standard errors: weighted=True falls back to the plain fit
+    assert fit_depths(one_seed, weighted=True).alpha == pytest.approx(fit_depths(one_seed).alpha)
+
+
 def fake_result(top_k, depth, u, mass, seed=0):
     return {"config": {"top_k": top_k, "depth": depth, "seed": seed},
             "parameters": {"context_scalar": u, "self_attention_mass": mass}}

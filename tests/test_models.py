@@ -104,12 +104,13 @@ def test_output_shapes(model):
 def test_attention_rows_are_distributions_over_the_context(model):
     cfg = tiny_config(model=model)
     out = built(cfg, stack_order(model, DEPTHS))(tiny_batch(cfg, n=6), attention=True)
-    att = out.query_attention.double()
-    assert (att >= 0).all()
-    torch.testing.assert_close(att.sum(-1), torch.ones(att.shape[:-1], dtype=torch.float64))
+    # float32 softmax rows sum to 1 up to float32 rounding, so compare at float32's tolerance
+    att = out.query_attention
+    assert att.dtype == torch.float32 and (att >= 0).all()
+    torch.testing.assert_close(att.sum(-1), torch.ones(att.shape[:-1]))
     if out.context_attention is not None:
-        ctx = out.context_attention.double()
-        torch.testing.assert_close(ctx.sum(-1), torch.ones(ctx.shape[:-1], dtype=torch.float64))
+        ctx = out.context_attention
+        torch.testing.assert_close(ctx.sum(-1), torch.ones(ctx.shape[:-1]))
 
 
 def test_context_attention_ignores_the_query():

@@ -58,6 +58,37 @@ def run_papermill(tmp_path, *params) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"}, timeout=300)
 
 
+# What a profile may set differently from a notebook's own defaults: bookkeeping, not science.
+BOOKKEEPING = {"progress", "threads"}
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
+def test_notebook_defaults_are_the_quick_profile(py):
+    """Plain papermill (no -f) and `make reproduce` run the same experiment."""
+    import ast
+
+    import papermill
+    import yaml
+
+    declared = papermill.inspect_notebook(str(py.with_suffix(".ipynb")))
+    quick = yaml.safe_load((ROOT / "params" / "quick" / f"{py.stem}.yaml").read_text())
+    for key, value in quick.items():
+        assert key in declared, f"params/quick/{py.stem}.yaml sets {key!r}, which is not a parameter"
+        if key not in BOOKKEEPING:
+            default = ast.literal_eval(declared[key]["default"])
+            assert default == value, f"{py.stem}: default {key} = {default!r}, quick profile {value!r}"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "params").rglob("*.yaml")), ids=lambda p: str(p.relative_to(ROOT / "params")))
+def test_parameter_files_set_each_key_once(path):
+    """YAML keeps the last of two equal keys without a word; a repeated key is a mistake."""
+    import yaml
+
+    node = yaml.compose(path.read_text(), Loader=yaml.SafeLoader)
+    keys = [k.value for k, _ in node.value] if node is not None else []
+    assert len(keys) == len(set(keys)), f"{path.name}: {sorted(k for k in keys if keys.count(k) > 1)[0]!r} is set twice"
+
+
 def test_unknown_papermill_parameter_stops_the_notebook(tmp_path):
     r = run_papermill(tmp_path, "-p", "input_exponet", "1.3")
     assert r.returncode != 0

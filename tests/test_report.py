@@ -26,3 +26,23 @@ def test_report_orders_claims_and_flags_missing_figures(tmp_path):
     assert "[a.png](01_easy_linear/a.png)" in text and "[b.png](03_difficult/b.png)" in text
     assert "gone.png (missing" in text and "(03_difficult/gone.png)" not in text
     assert "x = 0.123" in text
+
+
+def test_report_gives_each_notebooks_time_and_how_many_runs_it_trained(tmp_path):
+    base = tmp_path / "outputs" / "ci"
+    base.mkdir(parents=True)
+    (base / "timings.json").write_text(json.dumps({"02_b": {"seconds": 12.4, "runs_trained": 0},
+                                                   "01_a": {"seconds": 300.0, "runs_trained": 42},
+                                                   "03_c": {"seconds": 5.0, "runs_trained": None}}))
+    text = write_report(tmp_path, "ci").read_text()
+    assert ("01_a 300 s (42 runs trained), 02_b 12 s (0 runs trained), 03_c 5 s (no run cache)") in text
+
+
+def test_cache_entries_count_run_files(tmp_path):
+    from icl.reproduce import cache_entries
+
+    (tmp_path / "runs" / "ab").mkdir(parents=True)
+    for name in ("ab/1.json", "ab/2.json", "ab/.tmp-3.json"):  # a write cut short leaves a .tmp-* file
+        (tmp_path / "runs" / name).write_text("{}")
+    assert cache_entries(tmp_path, {"cache_dir": "runs"}) == 2
+    assert cache_entries(tmp_path, {"cache_dir": None}) is None

@@ -202,3 +202,12 @@ def test_expand_crosses_every_axis():
                    "models": ["linear", "softmax"]})
     assert len(cfgs) == 16 and len(set(cfgs)) == 16
     assert {(c.input_exponent, c.task_exponent) for c in cfgs} == {(0.0, 0.0), (1.0, 0.5)}
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[1] / "params" / "sweeps").glob("*.yaml")), ids=lambda p: p.name)
+def test_example_sweep_files_are_valid_sweeps(path):
+    from icl.sweep import groups, read_yaml
+
+    cfgs = expand(read_yaml(path), str(path))
+    assert cfgs and all(c.device != "auto" for c in cfgs)  # explicit device: the cache key holds it
+    assert len(groups(cfgs)) < len(cfgs)  # depths share batched passes
