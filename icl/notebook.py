@@ -185,6 +185,21 @@ def losses_frame(results: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def verdict(checks: dict, needed: str | None = None, plus_one: bool = False) -> str:
+    """A claim's status from its named checks (True = holds). Every check holds: reproduced. Not
+    reproduced when none holds, when the `needed` check fails, or (plus_one) when the `needed`
+    check is the only one that holds. Otherwise partly reproduced."""
+    if needed is not None and needed not in checks:
+        raise KeyError(f"needed check {needed!r} is not among {list(checks)}")
+    values = [bool(v) for v in checks.values()]
+    others = [bool(v) for k, v in checks.items() if k != needed]
+    if values and all(values):
+        return "reproduced"
+    if not any(values) or (needed is not None and not checks[needed]) or (plus_one and not any(others)):
+        return "not reproduced"
+    return "partly reproduced"
+
+
 def claim(s: Settings, cid: str, text: str, status: str, measured: dict, figure: str, criterion: str) -> dict:
     """Record one claim's verdict (it goes to results.json, then to outputs/REPORT.md)."""
     if status not in STATUSES:

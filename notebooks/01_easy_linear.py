@@ -368,10 +368,8 @@ c1 = {"power law": bool((judged.r2 >= R2_MIN).all()) if len(judged) else False,
       "depends on spectrum": bool(separation > DISTINCT_SE)}
 c6 = {"strong modes first (training)": bool(min(order.values()) >= ORDER_MIN),
       "weak modes need depth": bool(conv_trained[0] <= FEW_LAYERS < conv_trained[-1])}
-verdict = lambda checks, first: ("reproduced" if all(checks.values()) else "partly reproduced"
-                                  if checks[first] and any(v for k, v in checks.items() if k != first) else "not reproduced")
-c1_status = verdict(c1, "power law")
-c6_status = "reproduced" if all(c6.values()) else "partly reproduced" if any(c6.values()) else "not reproduced"
+c1_status = nb.verdict(c1, "power law", plus_one=True)
+c6_status = nb.verdict(c6)
 exps = {r.spectrum: {"alpha": r.alpha, "se": r.alpha_se, "rep_mc": r.alpha_rep_mc, "free_mc": r.alpha_free_mc}
         for r in table2.itertuples()}
 nb.claim(s, "C1", "Linear attention on the easy task: the loss falls with depth as a power law whose exponent depends "

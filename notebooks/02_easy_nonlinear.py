@@ -159,7 +159,7 @@ growth = min(r["focus"]["query_norm"][-1] * r["focus"]["key_norm"][-1] /
              (r["focus"]["query_norm"][0] * r["focus"]["key_norm"][0]) for r in one_layer)
 checks = {"near zero": bool(d1.max() < NEAR_ZERO), "no depth gain": bool(gain <= DEPTH_GAIN),
           "focusing": bool(mass >= FOCUS_MASS), "norm growth": bool(growth > NORM_GROWTH)}
-status = "reproduced" if all(checks.values()) else "partly reproduced" if any(checks.values()) else "not reproduced"
+status = nb.verdict(checks)
 nb.claim(s, "C2", "Softmax attention solves the easy task in one layer for every spectrum; depth adds nothing; "
          "the matching token gets nearly all attention; query/key norms grow.", status,
          {"worst one-layer loss": d1.max(), "largest gain from depth": gain, "min attention on match": mass,

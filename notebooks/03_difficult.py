@@ -491,26 +491,15 @@ c10 = {"falls": fell(table4), "joint alpha near 1": near_one(t2), "top-16 deviat
 
 
 # %%
-def verdict(checks: dict, needed: str | None = None, plus_one: bool = False) -> str:
-    """All checks: reproduced. Not reproduced when the `needed` check fails, when none holds, or
-    (plus_one) when the `needed` check holds but none of the others does. Else partly."""
-    others = [v for k, v in checks.items() if k != needed]
-    if all(checks.values()):
-        return "reproduced"
-    if (needed and not checks[needed]) or not any(checks.values()) or (plus_one and not any(others)):
-        return "not reproduced"
-    return "partly reproduced"
-
-
 spec_list = lambda t, col: {plots.spectrum_label(a, b): v for a, b, v in zip(t.input_exponent, t.task_exponent, t[col])}
 nb.claim(s, "C4", "Softmax attention on the top-2 task keeps improving with depth, with a fitted exponent close to one "
-         "for every spectrum and a floor well below the linear plateau.", verdict(c4, "falls"),
+         "for every spectrum and a floor well below the linear plateau.", nb.verdict(c4, "falls"),
          {"alpha": spec_list(table1, "alpha"), "alpha_se": spec_list(table1, "alpha_se"), "L0": spec_list(table1, "L0"),
           "floor / linear plateau": spec_list(table1, "floor_ratio"), "r2": spec_list(table1, "r2"),
           "all converged": bool(frames["main"].converged.all()), **c4}, softmax_png,
          f"R_deepest < {DEPTH_FALL} R_1, |alpha - 1| <= {ALPHA_TOL}, L0 < {FLOOR_RATIO} x linear plateau, every spectrum")
 nb.claim(s, "C3", "Linear attention on the top-2 task settles within one or two layers on a spectrum-dependent "
-         "plateau that matches the Monte Carlo irreducible loss.", verdict(c3),
+         "plateau that matches the Monte Carlo irreducible loss.", nb.verdict(c3),
          {"linear plateau": spec_list(table3, "linear_best"), "MC floor": spec_list(table3, "mc_floor"),
           "relative gap": spec_list(table3, "relative_gap"), **c3}, linear_png,
          f"R_2 within {LINEAR_SETTLE:.0%} of the best linear loss; best within {MC_TOL:.0%} of the MC floor")
@@ -518,19 +507,19 @@ nb.claim(s, "C3", "Linear attention on the top-2 task settles within one or two 
 # %%
 nb.claim(s, "C5", "The ensemble decomposition holds exactly; the shared error approaches the loss floor as "
          "L^-gamma with gamma near one; the disagreement term gives the 1/L gain.",
-         verdict(c5, "identity", plus_one=True),
+         nb.verdict(c5, "identity", plus_one=True),
          {"max identity error": identity, "gamma": spec_list(table5, "gamma"), "gamma_se": spec_list(table5, "gamma_se"),
           "disagreement slope": spec_list(table5, "disagreement_slope"), **c5}, decomp_png,
          f"identity < {IDENTITY_TOL}; L0 - C_L > 0 and |gamma - 1| <= {GAMMA_TOL}; |slope of A - C| <= {DISAGREE_SLOPE}")
 nb.claim(s, "C6b", "Softmax attention learns strong and weak modes at similar rates (normalised mode-wise curves "
-         "collapse); linear attention learns strong modes first.", verdict(c6),
+         "collapse); linear attention learns strong modes first.", nb.verdict(c6),
          {"spread": spread, "spectrum": mode_spectrum, **c6}, modes_png,
          f"softmax spread < {COLLAPSE_RATIO} x linear spread; linear strongest mode reaches half its fall first")
 nb.claim(s, "C9", "The deepest model cuts the upper tail of the token-selection loss; one layer is slightly better "
-         "in the lowest tail.", verdict(c9, "upper tail cut"), {**selection, **c9}, selection_png,
+         "in the lowest tail.", nb.verdict(c9, "upper tail cut"), {**selection, **c9}, selection_png,
          f"p90 and p99 of the deepest <= {TAIL_CUT} x depth 1's; depth 1 lower at p1")
 nb.claim(s, "C10", "Jointly nonzero spectra (top-2) and top-16 aggregation also decay with depth, with top-16 "
-         "exponents further from one.", verdict(c10, "falls", plus_one=True),
+         "exponents further from one.", nb.verdict(c10, "falls", plus_one=True),
          {"alpha top-2 joint": spec_list(t2, "alpha"), "alpha top-16": spec_list(t16, "alpha"),
           "mean |alpha-1| top-16": dev(t16), "mean |alpha-1| top-2": dev(pd.concat([table1, t2])), **c10}, other_png,
          f"R_deepest < {DEPTH_FALL} R_1 everywhere; joint |alpha - 1| <= {ALPHA_TOL}; top-16 mean |alpha - 1| larger")

@@ -289,8 +289,7 @@ for key, t in numbers.items():
     if key.split("/")[0] in ("shared_stream", "untied_values"):
         c7[key] = {"falls": t["falls"], "alpha near 1": bool(abs(t["alpha"] - 1) <= ALPHA_TOL),
                    "A, C level off": bool(max(t["A_change"], t["C_change"]) < LEVEL_TOL)}
-passed = [v for checks in c7.values() for v in checks.values()]
-status7 = "reproduced" if all(passed) else "partly reproduced" if any(passed) else "not reproduced"
+status7 = nb.verdict({f"{key}: {name}": v for key, checks in c7.items() for name, v in checks.items()})
 nb.claim(s, "C7", "Shared stream (C.1) and untied values (C.2) keep an approximate inverse-depth trend beyond "
          "moderate depth, with both decomposition terms approaching constants.", status7,
          {k: {n: numbers[k][n] for n in ("alpha", "alpha_se", "L0", "rel_gain", "spread", "A_change", "C_change", "converged")}
@@ -311,7 +310,7 @@ c8 = {"top-2 inverse-depth signal": bool(top2["falls"] and abs(top2["alpha"] - 1
       f"top-{K} u constant": bool(u_span[K] <= U_SPAN),
       f"top-{K} u near -2.3": bool(abs(u_mean[K] - PAPER_U) <= U_TOL),
       f"attention: top-2 identity, top-{K} broad": bool(self_mass[2] >= IDENTITY_MASS and self_mass[K] <= BROAD_MASS)}
-status8 = "reproduced" if all(c8.values()) else "partly reproduced" if any(c8.values()) else "not reproduced"
+status8 = nb.verdict(c8)
 nb.claim(s, "C8", f"With context updates (C.3) top-2 keeps an inverse-depth signal while top-{K} stops improving; "
          f"the update scalar varies with depth for top-2 and stays near -2.3 for top-{K}; top-2 context attention "
          f"is nearly the identity, top-{K} broad.", status8,

@@ -1,0 +1,27 @@
+"""The rule that turns a claim's checks into reproduced / partly / not reproduced."""
+import pytest
+
+from icl.notebook import verdict
+
+
+def test_all_checks_hold_is_reproduced_and_none_is_not():
+    assert verdict({"a": True, "b": True}) == "reproduced"
+    assert verdict({"a": False, "b": False}) == "not reproduced"
+    assert verdict({"a": True, "b": False}) == "partly reproduced"
+
+
+def test_a_needed_check_that_fails_means_not_reproduced():
+    assert verdict({"falls": False, "alpha near 1": True}, "falls") == "not reproduced"
+    assert verdict({"falls": True, "alpha near 1": False}, "falls") == "partly reproduced"
+
+
+def test_plus_one_asks_for_a_second_check_beyond_the_needed_one():
+    checks = {"power law": True, "between": False, "depends": False}
+    assert verdict(checks, "power law") == "partly reproduced"
+    assert verdict(checks, "power law", plus_one=True) == "not reproduced"
+    assert verdict({**checks, "depends": True}, "power law", plus_one=True) == "partly reproduced"
+
+
+def test_an_unknown_needed_check_is_an_error():
+    with pytest.raises(KeyError, match="nope"):
+        verdict({"a": True}, "nope")
