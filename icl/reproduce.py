@@ -4,6 +4,7 @@ in tests/golden/ that nbval compares against."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
@@ -38,7 +39,22 @@ def execute(root: Path, name: str, params: dict, out: Path, progress: bool = Fal
     start = time.perf_counter()
     papermill.execute_notebook(str(root / "notebooks" / f"{name}.ipynb"), str(out), parameters=params,
                                kernel_name="python3", cwd=str(root / "notebooks"), progress_bar=progress)
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    relative_paths(out, root)
+    return seconds
+
+
+def relative_paths(notebook: Path, root: Path) -> None:
+    """papermill records the absolute input and output paths; a committed notebook should not
+    carry the layout of the machine that ran it, so they become relative to the repository."""
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    meta = nb.metadata.get("papermill", {})
+    for key in ("input_path", "output_path"):
+        if meta.get(key) and Path(meta[key]).is_absolute():
+            meta[key] = os.path.relpath(meta[key], root)
+    nbformat.write(nb, notebook)
 
 
 def add_arguments(p) -> None:
@@ -67,8 +83,9 @@ def run(args) -> int:
         # a per-cell progress bar on a terminal; logs (CI, nohup) get only the start and end lines
         seconds = round(execute(root, name, params, out, progress=sys.stderr.isatty()), 1)
         times[name] = {"seconds": seconds, "runs_trained": None if cached is None else cache_entries(root, params) - cached}
-        print(f"[{i}/{len(names)}] {name} done in {seconds:.0f} s, {times[name]['runs_trained']} runs trained "
-              f"-> {out.relative_to(root)}", file=sys.stderr, flush=True)
+        trained = "no run cache" if cached is None else f"{times[name]['runs_trained']} runs trained"
+        print(f"[{i}/{len(names)}] {name} done in {seconds:.0f} s ({trained}) -> {out.relative_to(root)}",
+              file=sys.stderr, flush=True)
     timing = base / "timings.json"
     old = json.loads(timing.read_text()) if timing.exists() else {}
     timing.write_text(json.dumps({**old, **times}, indent=1))

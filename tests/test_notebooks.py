@@ -63,6 +63,15 @@ BOOKKEEPING = {"progress", "threads"}
 
 
 @pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
+def test_committed_executed_notebooks_hold_no_machine_paths(py):
+    for path in (ROOT / "tests" / "golden" / f"{py.stem}.ipynb", ROOT / "outputs" / py.stem / f"{py.stem}.ipynb"):
+        if path.exists():
+            meta = nbformat.read(path, 4).metadata.get("papermill", {})
+            for key in ("input_path", "output_path"):
+                assert not Path(meta.get(key) or "").is_absolute(), f"{path.relative_to(ROOT)}: absolute {key}"
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
 def test_notebook_defaults_are_the_quick_profile(py):
     """Plain papermill (no -f) and `make reproduce` run the same experiment."""
     import ast

@@ -46,3 +46,18 @@ def test_cache_entries_count_run_files(tmp_path):
         (tmp_path / "runs" / name).write_text("{}")
     assert cache_entries(tmp_path, {"cache_dir": "runs"}) == 2
     assert cache_entries(tmp_path, {"cache_dir": None}) is None
+
+
+def test_executed_notebooks_carry_no_absolute_paths(tmp_path):
+    import nbformat
+
+    from icl.reproduce import relative_paths
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["papermill"] = {"input_path": str(tmp_path / "notebooks" / "a.ipynb"),
+                                "output_path": str(tmp_path / "outputs" / "a" / "a.ipynb")}
+    path = tmp_path / "a.ipynb"
+    nbformat.write(nb, path)
+    relative_paths(path, tmp_path)
+    meta = nbformat.read(path, as_version=4).metadata["papermill"]
+    assert meta == {"input_path": "notebooks/a.ipynb", "output_path": "outputs/a/a.ipynb"}
