@@ -94,7 +94,7 @@ def run(args) -> int:
     return 0
 
 
-def cache_entries(root: Path, params: dict) -> int:
+def cache_entries(root: Path, params: dict) -> int | None:
     """How many runs the notebook's run cache holds (None without a cache): the difference before
     and after a notebook says how many it trained rather than read."""
     cache = params.get("cache_dir")

@@ -41,9 +41,10 @@ import numpy as np
 import pandas as pd
 
 from icl import collapse, modes
+from icl import depth_trends as dt
 from icl import notebook as nb
 from icl import plots, theory
-from icl.fit import fit_power_law, fit_shared_error_gap
+from icl.fit import fit_shared_error_gap
 
 plots.style()
 
@@ -133,8 +134,7 @@ COLLAPSE_RATIO, TAIL_CUT = 0.5, 0.9
 
 def fit_each(df: pd.DataFrame, by=("input_exponent", "task_exponent")) -> dict:
     """One joint-floor power-law fit per group (keys are tuples), on the mean loss over seeds."""
-    means = {key: part.groupby("depth").loss.mean() for key, part in df.groupby(list(by))}
-    return {key: fit_power_law(m.index.values, m.values, strict=False) for key, m in means.items()}
+    return {key: dt.fit_depths(part) for key, part in df.groupby(list(by))}
 
 
 def fits_table(df: pd.DataFrame, by=("input_exponent", "task_exponent")) -> pd.DataFrame:

@@ -58,8 +58,9 @@ nb.end_of_parameters(globals())
 s = nb.parameters(globals())
 root = s.root / s["results_root"]
 losses = {name: tables.read_losses(root, name) for name in ("01_easy_linear", "03_difficult", "04_generalized")}
-params = {name: json.loads((root / name / "results.json").read_text())["parameters"]
-          for name in losses if (root / name / "results.json").exists()}
+results = {name: json.loads((root / name / "results.json").read_text())
+           for name in losses if (root / name / "results.json").exists()}
+params = {name: r["parameters"] for name, r in results.items()}
 {name: (None if df is None else len(df)) for name, df in losses.items()}
 
 # %% [markdown]
@@ -122,7 +123,7 @@ table2
 # %%
 table3 = pd.DataFrame()
 if difficult is not None:
-    floors = pd.DataFrame(json.loads((root / "03_difficult" / "results.json").read_text())["numbers"]["table3"])
+    floors = pd.DataFrame(results["03_difficult"]["numbers"]["table3"])
     table3 = floors.rename(columns={"linear_best": "trained_plateau", "mc_floor": "floor_sigma", "mc_floor_se": "floor_sigma_se",
                                     "mc_floor_empirical": "floor_sample_cov"})[
         ["input_exponent", "task_exponent", "trained_plateau", "floor_sigma", "floor_sigma_se", "floor_sample_cov", "relative_gap"]]

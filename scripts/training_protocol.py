@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from icl import depth_trends as dt  # noqa: E402
-from icl.cache import RunCache  # noqa: E402
-from icl.config import RunConfig  # noqa: E402
-from icl.notebook import losses_frame  # noqa: E402
-from icl.sweep import run_sweep  # noqa: E402
+from icl import depth_trends as dt  # installed into .venv by `make install`
+from icl.cache import RunCache
+from icl.config import RunConfig
+from icl.notebook import losses_frame
+from icl.sweep import run_sweep
 
 DEPTHS = (1, 2, 4, 8, 16, 32, 64)
 # The fixed setting of the document: d = 16, P = 64, batch 256, unit-sphere inputs, isotropic
