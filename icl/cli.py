@@ -17,6 +17,7 @@ COMMANDS = {
     "sweep": ("icl.cli", "run every model a parameter file describes, through the run cache"),
     "reproduce": ("icl.reproduce", "run every notebook with papermill at a profile into outputs/"),
     "golden": ("icl.golden", "write the ci-profile golden notebooks that nbval compares against"),
+    "bound": ("icl.bounds", "softmax, mixture and random-subspace bounds of the softmax model, no training"),
     "bench": ("icl.bench", "training steps per second of icl against plain full attention, with the ratio"),
 }
 
@@ -35,10 +36,11 @@ def write_json(obj, path: str) -> None:
         Path(path).write_text(text)
 
 
-def add_config_flags(p: argparse.ArgumentParser) -> None:
-    """One flag per RunConfig field, dashes for underscores, with its default in the help."""
+def add_config_flags(p: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
+    """One flag per RunConfig field (or per field in `only`), dashes for underscores, with its
+    default in the help."""
     defaults = RunConfig()
-    for name in field_names():
+    for name in only or field_names():
         kind = field_type(name).__name__
         p.add_argument("--" + name.replace("_", "-"), dest=name, default=argparse.SUPPRESS, metavar=kind.upper(),
                        help=f"(default: {getattr(defaults, name)})")

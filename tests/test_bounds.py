@@ -1,0 +1,93 @@
+"""The reference predictors of icl.bounds on cases whose answer is known: a target that one
+temperature reproduces exactly, a full-rank "subspace", and the ordering single >= mixture."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from icl import bounds
+from icl.cli import main
+from icl.config import RunConfig
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+SMALL = dict(dim=8, context_length=16, eval_contexts=256)
+
+
+def fitted(**changes):
+    return bounds.contexts(RunConfig(**{**SMALL, **changes}), n_fit=256)
+
+
+def test_mean_of_all_labels_is_the_zero_temperature_softmax():
+    # top_k = P: the target is the plain mean of the labels, which beta = 0 gives exactly.
+    fit, ev = fitted(top_k=16)
+    b = bounds.softmax_bound(fit, ev)
+    assert b["single"] < 1e-8 and b["beta"] == 0.0
+    assert bounds.mixture_bound(fit, ev)["mixture"] < 1e-8
+
+
+def test_copy_task_is_solved_by_a_sharp_softmax():
+    # Easy task: the query is a context token, so a large beta reads exactly its label.
+    fit, ev = fitted(task="easy")
+    b = bounds.softmax_bound(fit, ev)
+    assert b["single"] < 1e-3 and b["beta"] > 100
+
+
+def test_difficult_task_bound_is_between_zero_and_the_linear_reference():
+    fit, ev = fitted()
+    b = bounds.softmax_bound(fit, ev)
+    lin = bounds.linear_reference(fit, ev)
+    assert 0.05 < b["single"] < lin < 1.0
+    # the mixture includes the single best beta, so on fresh contexts it can lose only by noise
+    assert bounds.mixture_bound(fit, ev, extra_beta=b["beta"])["mixture"] <= 1.01 * b["single"]
+
+
+def test_full_rank_subspaces_are_the_isotropic_softmax_at_every_depth():
+    fit, ev = fitted()
+    single = bounds.softmax_bound(fit, ev)["single"]
+    curve = bounds.random_subspace_curve(fit, ev, key_dim=8, depths=[1, 4, 16])["random_subspace"]
+    for L, loss in curve.items():
+        assert loss == pytest.approx(single, rel=0.02), (L, loss, single)
+
+
+def test_rank_limited_subspaces_improve_with_depth_towards_the_bound():
+    fit, ev = fitted()
+    single = bounds.softmax_bound(fit, ev)["single"]
+    curve = bounds.random_subspace_curve(fit, ev, key_dim=2, depths=[1, 4, 32])["random_subspace"]
+    assert curve[1] > curve[4] > curve[32] > single
+    assert curve[1] > 1.5 * single
+
+
+def test_subspace_cosines_are_cosines_of_the_projections():
+    fit, _ = fitted()
+    basis = bounds.random_bases(3, 8, 2)
+    assert torch.allclose(basis.transpose(1, 2) @ basis, torch.eye(2).expand(3, 2, 2), atol=1e-5)
+    cos = bounds.cosines(fit.slice(0, 4), basis)  # (4, 3, P)
+    px, pq = fit.x[:4] @ basis[1], fit.xq[:4] @ basis[1]  # (4, P, 2), (4, 2)
+    want = torch.nn.functional.cosine_similarity(px, pq[:, None, :], dim=-1)
+    assert torch.allclose(cos[:, 1], want, atol=1e-5)
+
+
+def test_raw_inputs_and_a_spectrum_run():
+    fit, ev = fitted(normalize_inputs=False, input_exponent=1.0, task_exponent=0.5)
+    assert 0 < bounds.softmax_bound(fit, ev)["single"] < 1
+
+
+def test_command_prints_the_bounds_as_json(capsys):
+    argv = ["bound", "--dim=8", "--context-length=16", "--key-dim=2", "--eval-contexts=128",
+            "--fit-contexts=128", "--depths", "1", "2", "4", "--json", "-"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"single", "beta", "mixture", "random_subspace"} <= set(out)
+    assert list(out["random_subspace"]) == ["1", "2", "4"]
+    assert np.isfinite(out["single"]) and out["key_dim"] == 2
+
+
+@pytest.mark.parametrize("flags, key", [(["--top-k=17"], "top_k"), (["--dim=0"], "dim"),
+                                        (["--depths", "0"], "depths"), (["--model=softmax"], "model")])
+def test_command_bad_input_is_one_line(capsys, flags, key):
+    assert main(["bound", "--dim=8", "--context-length=16", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert key in err
