@@ -54,3 +54,16 @@ def training_curves(ax, results: list[dict], title: str = "") -> None:
     ax.set_xlabel("training step")
     ax.set_ylabel("relative evaluation loss")
     ax.set_title(title)
+
+
+def bounds_lines(ax, b: dict, color=None, depths=None, labels: bool = True) -> None:
+    """The reference predictors of `icl.bounds` beside a softmax depth sweep: the softmax bound
+    (solid grey), the mixture bound (dotted grey) and the random-subspace curve (dashed, colour of
+    the sweep) at the sweep's depths."""
+    tag = lambda text: text if labels else None
+    ax.axhline(b["single"], color="0.35", lw=1, label=tag(f"softmax bound {b['single']:.3f}"))
+    ax.axhline(b["mixture"], color="0.35", lw=1, ls=":", label=tag(f"mixture bound {b['mixture']:.3f}"))
+    curve = {int(L): v for L, v in b["random_subspace"].items()}
+    Ls = sorted(L for L in curve if depths is None or L in set(depths))
+    ax.plot(Ls, [curve[L] for L in Ls], "--", color=color, lw=1, alpha=0.9,
+            label=tag(f"random subspaces, rank {b['key_dim']}"))
