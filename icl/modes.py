@@ -12,7 +12,9 @@ import math
 
 import numpy as np
 
-from .theory import Measure, repeated_update_on
+from scipy.stats import spearmanr
+
+from .theory import Measure, covariance_polynomial, repeated_update_on
 
 
 def repeated_update_residuals(lam, omega, depths) -> tuple[np.ndarray, np.ndarray]:
@@ -73,16 +75,48 @@ def normalised_mode_curves(result: dict) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(result["modes"]["step"]), loss / loss[0]
 
 
+# ---------------------------------------------------------------- do the normalised curves collapse? (M3, Fig. 7, C6)
+# Two summaries of loss_k(t) / loss_k(0), an (n_steps, d) array with a first row of ones:
+# how far apart the curves are (`collapse_spread`), and how fast each mode is learned,
+# independent of where it ends (`half_fall_steps`).
+
+
+def collapse_spread(norm) -> float:
+    """Mean over the checkpoints after t = 0 of the standard deviation across modes of
+    log10(loss_k(t) / loss_k(0)). 0 when every mode follows the same normalised curve; 1 means
+    the modes sit a decade apart on average."""
+    logs = np.log10(np.asarray(norm, float)[1:])  # (n_steps - 1, d)
+    if logs.ndim != 2 or logs.shape[0] < 1 or logs.shape[1] < 2:
+        raise ValueError(f"need an (n_steps >= 2, d >= 2) array of normalised curves, got {np.shape(norm)}")
+    return float(logs.std(axis=1).mean())
+
+
+def half_fall_steps(steps, norm) -> np.ndarray:
+    """Per mode, the first step at which its normalised loss has covered half of its total fall,
+    1 - norm_k(end), linearly interpolated between checkpoints; NaN for a mode that did not fall.
+
+    Linear scale on purpose: for p + (1 - p) exp(-t / tau) this is tau ln 2 whatever the plateau p,
+    so it measures a learning *rate*, not a final level."""
+    steps, norm = np.asarray(steps, float), np.asarray(norm, float)
+    out = np.full(norm.shape[1], np.nan)
+    for k in range(norm.shape[1]):
+        c = norm[:, k]
+        half = (c[0] + c[-1]) / 2
+        if c[-1] >= c[0]:
+            continue
+        i = int(np.argmax(c <= half))  # first checkpoint at or below half way; i >= 1
+        out[k] = np.interp(half, [c[i], c[i - 1]], [steps[i], steps[i - 1]])
+    return out
+
+
 # ---------------------------------------------------------------- trained models, mode by mode
 # (notebook 01: claim C6's linear half and the A.1 polynomial of a trained model, read per mode)
 
 
 def learning_order(half_fall) -> float:
     """Spearman rank correlation between the mode index k (0 = largest input variance) and the
-    step at which mode k covered half of its fall (icl.collapse.half_fall_steps). A mode that
+    step at which mode k covered half of its fall (`half_fall_steps`). A mode that
     never fell (NaN) ranks after every mode that did. +1: strictly strongest first; 0: no order."""
-    from scipy.stats import spearmanr
-
     h = np.asarray(half_fall, float)
     if h.ndim != 1 or len(h) < 2:
         raise ValueError(f"need one half-fall step per mode (at least two modes), got shape {h.shape}")
@@ -115,8 +149,6 @@ def polynomial_of(result: dict) -> tuple[np.ndarray, float, float]:
 def polynomial_predictions(gammas, readout: float, x, xq, teacher, scale: float) -> np.ndarray:
     """The easy-task prediction x_q^T M(S) S w of A.1, with S = X^T X / P per context.
     x (B, P, d), xq (B, d), teacher (B, d): float64 arrays (e.g. a Batch's tensors). (B,)"""
-    from .theory import covariance_polynomial
-
     x, xq, w = (np.asarray(t, float) for t in (x, xq, teacher))
     S = np.einsum("bpi,bpj->bij", x, x) / x.shape[1]  # (B, d, d)
     M = covariance_polynomial(gammas, readout, S, scale=scale)  # (B, d, d)
@@ -127,8 +159,6 @@ def effective_polynomial(gammas, readout: float, lam, scale: float) -> np.ndarra
     """lam * p(lam) with p(lam) = tr M(lam I) / d: the gain the model applies to a direction of
     variance lam (1 = that direction fully learned; 1 - gain is its residual). Exact for
     isotropic preconditioners; otherwise their rotation-averaged first-order part."""
-    from .theory import covariance_polynomial
-
     lam = np.asarray(lam, float)
     d = np.shape(gammas)[-1]
     S = lam[:, None, None] * np.eye(d)  # (n, d, d)
@@ -139,8 +169,6 @@ def effective_polynomial(gammas, readout: float, lam, scale: float) -> np.ndarra
 def mode_gains(gammas, readout: float, lam, scale: float, n_rotations: int = 64, seed: int = 0) -> np.ndarray:
     """Population-limit gain on each eigen-mode, averaged over Haar rotations as the task
     draws them: lam_k E_O[(O^T M(Sigma) O)_kk] with Sigma = O diag(lam) O^T. (d,)"""
-    from .theory import covariance_polynomial
-
     lam = np.asarray(lam, float)
     g = np.random.default_rng(seed).standard_normal((n_rotations, len(lam), len(lam)))
     q, r = np.linalg.qr(g)  # float64: Haar once the signs of diag(R) are fixed

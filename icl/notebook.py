@@ -24,7 +24,6 @@ from .sweep import run_sweep
 
 _DECLARED: dict[str, object] = {}
 PARAMETER_TYPES = (bool, int, float, str, list, tuple, dict, type(None))
-STATUSES = ("reproduced", "partly reproduced", "not reproduced")
 
 
 def repo_root(start: Path | None = None) -> Path:
@@ -185,35 +184,13 @@ def losses_frame(results: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def verdict(checks: dict, needed: str | None = None, plus_one: bool = False) -> str:
-    """A claim's status from its named checks (True = holds). Every check holds: reproduced. Not
-    reproduced when none holds, when the `needed` check fails, or (plus_one) when the `needed`
-    check is the only one that holds. Otherwise partly reproduced."""
-    if needed is not None and needed not in checks:
-        raise KeyError(f"needed check {needed!r} is not among {list(checks)}")
-    values = [bool(v) for v in checks.values()]
-    others = [bool(v) for k, v in checks.items() if k != needed]
-    if values and all(values):
-        return "reproduced"
-    if not any(values) or (needed is not None and not checks[needed]) or (plus_one and not any(others)):
-        return "not reproduced"
-    return "partly reproduced"
-
-
-def claim(s: Settings, cid: str, text: str, status: str, measured: dict, figure: str, criterion: str) -> dict:
-    """Record one claim's verdict (it goes to results.json, then to outputs/REPORT.md)."""
-    if status not in STATUSES:
-        raise ValueError(f"status {status!r}; allowed: {STATUSES}")
-    row = {"id": cid, "claim": text, "criterion": criterion, "status": status, "measured": _round(measured), "figure": figure}
-    s.claims = [c for c in s.claims if c["id"] != cid] + [row]
-    return row
-
-
-def _round(v, digits: int = 4):
+def round_numbers(v, digits: int = 4):
+    """Floats of any nesting of dicts and lists to `digits` significant digits (None for NaN and
+    inf, so that the JSON stays valid); numpy integers to int."""
     if isinstance(v, dict):
-        return {k: _round(x, digits) for k, x in v.items()}
+        return {k: round_numbers(x, digits) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [_round(x, digits) for x in v]
+        return [round_numbers(x, digits) for x in v]
     if isinstance(v, (float, np.floating)):
         return float(f"{float(v):.{digits}g}") if math.isfinite(v) else None
     if isinstance(v, np.integer):
@@ -223,7 +200,7 @@ def _round(v, digits: int = 4):
 
 def write_results(s: Settings, numbers: dict) -> str:
     """results.json: the parameters, every fitted number and the claim verdicts."""
-    payload = {"parameters": s.values, "numbers": _round(numbers, 6), "claims": s.claims}
+    payload = {"parameters": s.values, "numbers": round_numbers(numbers, 6), "claims": s.claims}
     path = s.path("results.json")
     path.write_text(json.dumps(payload, indent=1, default=str))
     return s.relpath(path)
@@ -243,8 +220,3 @@ def _fmt(v, digits):
     if isinstance(v, dict):
         return "{" + ", ".join(f"{k}: {_fmt(x, digits)}" for k, x in v.items()) + "}"
     return str(v)
-
-
-def show_claims(s: Settings) -> None:
-    for c in s.claims:
-        print(f"{c['id']}: {c['status']}")

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .depth_trends import seed_means
+from .tables import fit_depths, seed_means
 
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 
@@ -67,3 +67,22 @@ def bounds_lines(ax, b: dict, color=None, depths=None, labels: bool = True) -> N
     Ls = sorted(L for L in curve if depths is None or L in set(depths))
     ax.plot(Ls, [curve[L] for L in Ls], "--", color=color, lw=1, alpha=0.9,
             label=tag(f"random subspaces, rank {b['key_dim']}"))
+
+
+def depth_figure(ax, df: pd.DataFrame, by=("input_exponent", "task_exponent"), name=None) -> None:
+    """Loss against depth, one colour per group of `by`: points over seeds and the joint-floor fit
+    (`tables.fit_depths`) as a line. name(key) labels a group (default: its spectrum)."""
+    for i, (key, part) in enumerate(df.groupby(list(by))):
+        text = name(key) if name else spectrum_label(*key)
+        loss_vs_depth(ax, part, text, color=COLORS[i % len(COLORS)], fit=fit_depths(part))
+    ax.legend(fontsize=7)
+
+
+def curve_panels(groups: dict[str, list[dict]], legend_size: int = 6):
+    """Training curves side by side, one panel per title -> results (every depth of every seed is
+    drawn), sharing the loss axis; returns the figure."""
+    fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3), sharey=True, squeeze=False)
+    for ax, (title, rs) in zip(axes[0], groups.items()):
+        training_curves(ax, rs, title)
+    axes[0, 0].legend(fontsize=legend_size, ncol=2)
+    return fig

@@ -12,7 +12,7 @@ import pandas as pd
 
 from . import bounds as bnd
 from .config import RunConfig
-from .depth_trends import fit_depths, seed_means
+from .tables import fit_depths, seed_means
 
 
 @dataclass(frozen=True, order=True)

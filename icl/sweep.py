@@ -96,3 +96,11 @@ def run_sweep(cfgs: list[RunConfig], cache: RunCache | None = None, progress: bo
             bar.update(len(group))
         bar.close()
     return [results[c] for c in cfgs]
+
+
+def runs_of(results: list[dict], spectrum, **fields) -> list[dict]:
+    """The results of one [input_exponent, task_exponent] spectrum (and of any further config
+    values, e.g. depth=4), in their order."""
+    a, b = spectrum
+    return [r for r in results if (r["config"]["input_exponent"], r["config"]["task_exponent"]) == (a, b)
+            and all(r["config"][k] == v for k, v in fields.items())]

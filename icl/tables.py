@@ -1,6 +1,12 @@
-"""The paper's tables in our numbers, built from the notebooks' losses.csv files (one row per
-trained model) by refitting every curve the same way as the notebooks' verdicts do
-(`depth_trends.fit_depths`, §D.1): the fitting appendix's engine."""
+"""Loss-against-depth analysis, in one place: the seed means of a sweep, the power-law fit of
+loss against depth (§D.1), the paper's tables in our numbers (Table 1, 4, 5 and the fitting
+appendix), and the small verdict helpers of claims C7 and C8.
+
+Every function reads frames like `notebook.losses_frame` (one row per trained model: depth,
+seed, loss, A_L, C_L, converged, ...) or a notebook's losses.csv, which holds the same rows.
+The notebooks' verdicts and notebook 05's tables all fit through `fit_depths`, so every
+exponent in this repository comes from one code path.
+"""
 from __future__ import annotations
 
 import math
@@ -9,11 +15,35 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .depth_trends import fit_depths, seed_means
 from . import theory
-from .fit import fit_shared_error_gap
+from .fit import PowerLawFit, fit_power_law, fit_shared_error_gap
 
 SPECTRUM = ["input_exponent", "task_exponent"]
+
+
+def seed_means(df: pd.DataFrame, value: str = "loss") -> pd.DataFrame:
+    """Per depth: mean, standard error over seeds (0 with one seed), the number of seeds and,
+    where the frame says, whether every run at that depth reached its plateau."""
+    df = df.dropna(subset=[value])
+    g = df.groupby("depth")
+    out = pd.DataFrame({"mean": g[value].mean(), "sem": g[value].sem().fillna(0.0), "n": g[value].size()})
+    if "converged" in df:
+        out["converged"] = g["converged"].all()
+    return out.reset_index().sort_values("depth", ignore_index=True)
+
+
+def fit_depths(df: pd.DataFrame, value: str = "loss", L0: float | None = None, weighted: bool = False) -> PowerLawFit:
+    """R_L = L0 + c L^-alpha fitted to the seed means (floor fitted jointly unless L0 is given);
+    a fit that fails returns NaNs with converged=False instead of stopping the notebook.
+
+    Unweighted by default, as every verdict in the notebooks is: with two seeds a standard error
+    has one degree of freedom, too noisy to weight by. `weighted=True` weights each depth by its
+    seed standard error (when every depth has two or more seeds), as a sensitivity check."""
+    m = seed_means(df, value)
+    errors = None
+    if weighted and (m["n"] > 1).all() and (m["sem"] > 0).all():
+        errors = m["sem"].to_numpy(float)
+    return fit_power_law(m["depth"].to_numpy(float), m["mean"].to_numpy(float), L0=L0, errors=errors, strict=False)
 
 
 def read_losses(results_root: Path, notebook: str) -> pd.DataFrame | None:
@@ -36,14 +66,17 @@ def _fit_row(part: pd.DataFrame, L0: float | None, min_depth: int, value: str = 
 def fit_table(df: pd.DataFrame, by: list[str], L0: float | None = None, min_depth: int = 1,
               weighted: bool = False) -> pd.DataFrame:
     """One fit of R_L = L0 + c L^-alpha per group of `by` (floor fitted jointly unless L0 is given),
-    on the means over seeds (weighted by their standard errors only with `weighted`).
+    on the means over seeds (weighted by their standard errors only with `weighted`); the layout
+    of the paper's Tables 1 and 4. R_1 and R_deepest are the mean losses at depth 1 (NaN when the
+    group has none) and at its deepest depth, over every depth of the group whatever `min_depth`;
     `trained_to_plateau` says whether every model of the group met the plateau criterion."""
     rows = []
-    for key, part in df.groupby(by, sort=True):
+    for key, part in df.groupby(list(by), sort=True):
         key = key if isinstance(key, tuple) else (key,)
+        mean = part.groupby("depth").loss.mean()
         rows.append({**dict(zip(by, key)), **_fit_row(part, L0, min_depth, weighted=weighted),
-                     "deepest": int(part.depth.max()), "loss_at_deepest": float(part[part.depth == part.depth.max()].loss.mean()),
-                     "trained_to_plateau": bool(part.converged.all())})
+                     "deepest": int(mean.index.max()), "R_1": float(mean.get(1, math.nan)),
+                     "R_deepest": float(mean.iloc[-1]), "trained_to_plateau": bool(part.converged.all())})
     return pd.DataFrame(rows)
 
 
@@ -54,11 +87,16 @@ def plateau_of(df: pd.DataFrame, by: list[str], value: str = "loss") -> pd.Serie
 
 
 def gap_table(df: pd.DataFrame, floors: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Table 5: L0 - C_L ∝ L^-gamma per group, with L0 fixed from that group's loss fit."""
+    """Table 5: L0 - C_L ∝ L^-gamma per group, with L0 fixed from that group's loss fit (`floors`,
+    a `fit_table` with the same `by`). Also per group: whether L0 - C_L > 0 at every depth, the
+    log-log slope of the disagreement A_L - C_L over the deeper half of the group's depths (about
+    0 when it approaches a constant), and A_L, C_L at the deepest depth (means over seeds)."""
     rows = []
-    for key, part in df.dropna(subset=["C_L"]).groupby(by, sort=True):
+    for key, part in df.groupby(list(by), sort=True):
+        if part.C_L.isna().all():  # no decomposition (depth 1 only, or no per-layer predictors)
+            continue
         key = key if isinstance(key, tuple) else (key,)
-        L0 = floors.set_index(by).loc[key if len(key) > 1 else key[0], "L0"]
+        L0 = floors.set_index(list(by)).loc[key if len(key) > 1 else key[0], "L0"]
         m = seed_means(part, "C_L")
         row = {**dict(zip(by, key)), "L0": float(L0)}
         try:
@@ -67,8 +105,21 @@ def gap_table(df: pd.DataFrame, floors: pd.DataFrame, by: list[str]) -> pd.DataF
         except ValueError as err:  # L0 - C_L <= 0 somewhere, or too few depths: say so in the table
             row.update(gamma=math.nan, gamma_se=math.nan, r2=math.nan, depths=len(m), fit_converged=False,
                        note=str(err).split(";")[0])
+        terms = part.groupby("depth")[["A_L", "C_L"]].mean()  # (depths, 2), every depth of the group
+        row.update(gap_positive=bool((L0 - m["mean"] > 0).all()), disagreement_slope=_deep_half_slope(terms),
+                   C_deepest=float(terms.C_L.iloc[-1]), A_deepest=float(terms.A_L.iloc[-1]))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _deep_half_slope(terms: pd.DataFrame) -> float:
+    """Log-log slope of A_L - C_L (seed means per depth) over the deeper half of the depths; NaN
+    where that pure power law cannot be fitted."""
+    gap = (terms.A_L - terms.C_L).iloc[len(terms) // 2:]
+    try:
+        return -theory.depth_exponent(gap.values, gap.index.values).alpha
+    except (ValueError, RuntimeError):  # too few usable points, or the fit did not converge
+        return math.nan
 
 
 def min_depth_sensitivity(df: pd.DataFrame, by: list[str], min_depths=(1, 2, 4)) -> pd.DataFrame:
@@ -84,3 +135,56 @@ def reference_exponent(curve, depths) -> float:
         return theory.depth_exponent(curve, depths).alpha
     except ValueError:
         return math.nan
+
+
+# ---------------------------------------------------------------- verdict helpers of C7 and C8
+
+
+def gain_beyond(df: pd.DataFrame, ref_depth: int = 4, value: str = "loss", n_se: float = 2.0) -> dict:
+    """How much the deepest model beats the model of depth `ref_depth` (means over seeds).
+
+    gain is absolute, rel_gain relative to R(ref); spread is the combined standard error of the two
+    means, sqrt(se_ref^2 + se_deep^2); `falls` says the gain exceeds n_se spreads and is positive.
+    With one seed the spread is 0, so any positive gain counts: run several seeds to judge.
+    """
+    m = seed_means(df, value).set_index("depth")
+    if ref_depth not in m.index:
+        raise ValueError(f"reference depth {ref_depth} is not in the sweep (depths {m.index.tolist()})")
+    deep = int(m.index.max())
+    ref, last = m.loc[ref_depth], m.loc[deep]
+    gain = float(ref["mean"] - last["mean"])
+    spread = math.hypot(float(ref["sem"]), float(last["sem"]))
+    return {"ref_depth": ref_depth, "deepest": deep, "R_ref": float(ref["mean"]), "R_deep": float(last["mean"]),
+            "gain": gain, "rel_gain": gain / float(ref["mean"]), "spread": spread,
+            "falls": bool(gain > 0 and gain > n_se * spread)}
+
+
+def last_doubling_change(df: pd.DataFrame, value: str) -> float:
+    """|v(L_max) - v(L_max / 2)| / |v(L_max / 2)| on the seed means: has `value` levelled off?"""
+    m = seed_means(df, value).set_index("depth")["mean"]
+    deep = int(m.index.max())
+    if deep % 2 or deep // 2 not in m.index:
+        raise ValueError(f"{value}: the sweep needs depths {deep // 2} and {deep} to measure the last doubling")
+    half = float(m.loc[deep // 2])
+    return abs(float(m.loc[deep]) - half) / abs(half)
+
+
+def context_update_table(results: list[dict]) -> pd.DataFrame:
+    """One row per layer of every context-update model: top_k, depth, seed, layer (1-based),
+    the learned update scalar u_l, the mean self-attention mass of its context attention, and
+    `used`: whether a later layer's query reads the states this update writes. The last layer's
+    update comes after the final read, so its u_l never changes from its initial 0."""
+    rows = []
+    for r in results:
+        c, p = r["config"], r["parameters"]
+        for l, (u, mass) in enumerate(zip(p["context_scalar"], p["self_attention_mass"]), 1):
+            rows.append({"top_k": c["top_k"], "depth": c["depth"], "seed": c["seed"], "layer": l,
+                         "u": u, "self_mass": mass, "used": l < c["depth"]})
+    return pd.DataFrame(rows)
+
+
+def spread_across_depths(table: pd.DataFrame, value: str = "u") -> float:
+    """max - min over depths of the mean of `value` over the used layers and seeds: how much it
+    varies with depth (depth 1 has no used layer and drops out)."""
+    per_depth = table[table["used"]].groupby("depth")[value].mean()
+    return float(np.ptp(per_depth.to_numpy())) if len(per_depth) else float("nan")

@@ -54,10 +54,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icl import collapse, modes, theory
+from icl import claims, modes, theory
 from icl import notebook as nb
 from icl import plots
-from icl.depth_trends import seed_means
+from icl.tables import seed_means
 from icl.fit import fit_power_law
 from icl.tasks import held_out
 
@@ -303,8 +303,8 @@ fig, axes = plt.subplots(1, 2, figsize=(8, 3.2), sharey=True)
 order, spread, half = {}, {}, {}
 for ax, L in zip(axes, shown):
     steps_, norm = modes.normalised_mode_curves(tracked[L][0])
-    half[L] = collapse.half_fall_steps(steps_, norm)
-    order[L], spread[L] = modes.learning_order(half[L]), collapse.collapse_spread(norm)
+    half[L] = modes.half_fall_steps(steps_, norm)
+    order[L], spread[L] = modes.learning_order(half[L]), modes.collapse_spread(norm)
     cmap = plt.get_cmap("viridis", norm.shape[1])
     for k in range(norm.shape[1]):
         ax.plot(np.maximum(steps_, 1), norm[:, k], color=cmap(k), lw=1)
@@ -368,17 +368,17 @@ c1 = {"power law": bool((judged.r2 >= R2_MIN).all()) if len(judged) else False,
       "depends on spectrum": bool(separation > DISTINCT_SE)}
 c6 = {"strong modes first (training)": bool(min(order.values()) >= ORDER_MIN),
       "weak modes need depth": bool(conv_trained[0] <= FEW_LAYERS < conv_trained[-1])}
-c1_status = nb.verdict(c1, "power law", plus_one=True)
-c6_status = nb.verdict(c6)
+c1_status = claims.verdict(c1, "power law", plus_one=True)
+c6_status = claims.verdict(c6)
 exps = {r.spectrum: {"alpha": r.alpha, "se": r.alpha_se, "rep_mc": r.alpha_rep_mc, "free_mc": r.alpha_free_mc}
         for r in table2.itertuples()}
-nb.claim(s, "C1", "Linear attention on the easy task: the loss falls with depth as a power law whose exponent depends "
+claims.claim(s, "C1", "Linear attention on the easy task: the loss falls with depth as a power law whose exponent depends "
          "on the spectra and lies between the repeated-update and free-polynomial references.", c1_status,
          {"exponents": exps, "largest separation (se)": separation, "converged": bool(df.converged.all()),
           "diverged runs": int(df.diverged.sum()), **c1},
          depth_png, f"R2 >= {R2_MIN}; alpha_rep - {SE_BAND} se <= alpha <= alpha_free + {SE_BAND} se (Monte Carlo "
          f"references, same depths); some pair of spectra {DISTINCT_SE} combined se apart; spectra with a > 0")
-nb.claim(s, "C6a", "Linear attention learns strong modes first: along training and across depth, weak modes lag.",
+claims.claim(s, "C6a", "Linear attention learns strong modes first: along training and across depth, weak modes lag.",
          c6_status, {"spectrum": mode_spec, "learning order": {f"L={L}": v for L, v in order.items()},
                      "spread": {f"L={L}": v for L, v in spread.items()},
                      "convergence depth strongest/weakest": [conv_trained[0], conv_trained[-1]], **c6}, modes_png,
@@ -397,7 +397,7 @@ nb.show({"alpha per spectrum": table2.alpha.tolist(), "alpha se": table2.alpha_s
          "polynomial / model loss": poly_loss / deep["final_loss"], "learning order": list(order.values()),
          "convergence depth strongest, weakest": [v if np.isfinite(v) else "never" for v in (conv_trained[0], conv_trained[-1])]})
 nb.show({**c1, **c6})
-nb.show_claims(s)
+claims.show_claims(s)
 
 # %% [markdown]
 # **What the quick profile shows.** For every spectrum the loss falls with depth as a clean power

@@ -31,6 +31,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from icl import claims
 from icl import notebook as nb
 from icl import plots
 
@@ -159,8 +160,8 @@ growth = min(r["focus"]["query_norm"][-1] * r["focus"]["key_norm"][-1] /
              (r["focus"]["query_norm"][0] * r["focus"]["key_norm"][0]) for r in one_layer)
 checks = {"near zero": bool(d1.max() < NEAR_ZERO), "no depth gain": bool(gain <= DEPTH_GAIN),
           "focusing": bool(mass >= FOCUS_MASS), "norm growth": bool(growth > NORM_GROWTH)}
-status = nb.verdict(checks)
-nb.claim(s, "C2", "Softmax attention solves the easy task in one layer for every spectrum; depth adds nothing; "
+status = claims.verdict(checks)
+claims.claim(s, "C2", "Softmax attention solves the easy task in one layer for every spectrum; depth adds nothing; "
          "the matching token gets nearly all attention; query/key norms grow.", status,
          {"worst one-layer loss": d1.max(), "largest gain from depth": gain, "min attention on match": mass,
           "min norm growth": growth, "converged": bool(df.converged.all())}, depth_png,
@@ -175,7 +176,7 @@ nb.show({"one-layer loss per spectrum": d1.tolist(), "largest gain from depth": 
          "attention on match (min)": mass, "norm growth (min)": growth,
          "raw-input loss": compare["raw Gaussian inputs"].tolist()})
 nb.show(checks)
-nb.show_claims(s)
+claims.show_claims(s)
 
 # %% [markdown]
 # **What the quick profile shows.** Every one-layer model ends below 0.001 in relative loss (1e-4

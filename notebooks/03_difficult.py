@@ -40,11 +40,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import collapse, modes
-from icl import depth_trends as dt
+from icl import claims, modes
 from icl import notebook as nb
-from icl import plots, theory
-from icl.fit import fit_shared_error_gap
+from icl import plots, tables, theory
+from icl.sweep import runs_of
 
 plots.style()
 
@@ -88,9 +87,6 @@ nb.end_of_parameters(globals())
 s = nb.parameters(globals())
 first = s["spectra"][0]
 mode_spectrum = s["mode_spectrum"] if s["mode_spectrum"] in s["spectra"] else first
-spectrum_of = lambda r: (r["config"]["input_exponent"], r["config"]["task_exponent"])
-runs_of = lambda runs, spec, **kv: [r for r in runs if spectrum_of(r) == tuple(spec)
-                                    and all(r["config"][k] == v for k, v in kv.items())]
 
 # %% [markdown]
 # ## Verdict criteria (written before the runs)
@@ -132,40 +128,6 @@ IDENTITY_TOL, GAMMA_TOL, DISAGREE_SLOPE = 1e-6, 0.25, 0.25
 COLLAPSE_RATIO, TAIL_CUT = 0.5, 0.9
 
 
-def fit_each(df: pd.DataFrame, by=("input_exponent", "task_exponent")) -> dict:
-    """One joint-floor power-law fit per group (keys are tuples), on the mean loss over seeds."""
-    return {key: dt.fit_depths(part) for key, part in df.groupby(list(by))}
-
-
-def fits_table(df: pd.DataFrame, by=("input_exponent", "task_exponent")) -> pd.DataFrame:
-    """The fits of `fit_each` as a table (the layout of the paper's Table 1), with R_1 and R_deepest."""
-    fits, rows = fit_each(df, by), []
-    for key, part in df.groupby(list(by)):
-        f, mean = fits[key], part.groupby("depth").loss.mean()
-        rows.append({**dict(zip(by, key)), "alpha": f.alpha, "alpha_se": f.alpha_se, "L0": f.L0, "L0_se": f.L0_se,
-                     "c": f.c, "r2": f.r2, "R_1": mean.iloc[0], "R_deepest": mean.iloc[-1],
-                     "converged": bool(part.converged.all())})
-    return pd.DataFrame(rows)
-
-
-def depth_figure(ax, df: pd.DataFrame, by=("input_exponent", "task_exponent"), name=None) -> None:
-    """Loss against depth per group: points over seeds, the joint-floor fit as a line."""
-    fits = fit_each(df, by)
-    for i, (key, part) in enumerate(df.groupby(list(by))):
-        text = name(key) if name else plots.spectrum_label(*key)
-        plots.loss_vs_depth(ax, part, text, color=plots.COLORS[i % len(plots.COLORS)], fit=fits[key])
-    ax.legend(fontsize=7)
-
-
-def curve_panels(groups: dict, name: str) -> str:
-    """Training curves, one panel per (title -> runs); every depth of every seed is drawn."""
-    fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3), sharey=True, squeeze=False)
-    for ax, (title, rs) in zip(axes[0], groups.items()):
-        plots.training_curves(ax, rs, title)
-    axes[0, 0].legend(fontsize=6, ncol=2)
-    return nb.save_figure(s, fig, name)
-
-
 # %% [markdown]
 # ## The runs
 # The main softmax sweep (every spectrum, depths up to the deepest; the first spectrum with more
@@ -200,12 +162,13 @@ df.pivot_table(index=["sweep", "model", "top_k", "key_dim", "input_exponent", "t
 
 # %%
 label = lambda spec, extra="": plots.spectrum_label(*spec) + extra
-curves = {"softmax": curve_panels({label(p): runs_of(main, p) for p in s["spectra"]}, "curves_softmax"),
-          "linear": curve_panels({label(p, ", linear"): runs_of(linear, p) for p in s["spectra"]}, "curves_linear")}
+panels = lambda groups, name: nb.save_figure(s, plots.curve_panels(groups), name)
+curves = {"softmax": panels({label(p): runs_of(main, p) for p in s["spectra"]}, "curves_softmax"),
+          "linear": panels({label(p, ", linear"): runs_of(linear, p) for p in s["spectra"]}, "curves_linear")}
 
 # %%
-curves["extra"] = curve_panels({
-    label(first, f", key_dim {wide_key[0]['config']['key_dim'] or s['dim']}"): wide_key,
+curves["extra"] = panels({
+    label(first, f", key_dim {s.config(key_dim=s['compare_key_dim']).resolved_key_dim}"): wide_key,
     **{label(p): runs_of(joint, p) for p in s["joint_spectra"]},
     **{label(p, f", top-{s['wide_top_k']}"): runs_of(wide, p) for p in s["wide_spectra"]}}, "curves_extra")
 not_converged = df[~df.converged][["sweep", "model", "input_exponent", "task_exponent", "depth", "seed", "plateau"]]
@@ -272,14 +235,14 @@ linear_png = nb.save_figure(s, fig, "linear_vs_depth")
 # linear plateau of the same spectrum.
 
 # %%
-table1 = fits_table(frames["main"]).merge(table3[["input_exponent", "task_exponent", "linear_best"]])
+table1 = tables.fit_table(frames["main"], tables.SPECTRUM).merge(table3[["input_exponent", "task_exponent", "linear_best"]])
 table1["floor_ratio"] = table1.L0 / table1.linear_best
 nb.save_table(s, table1, "table1_softmax_fits")
 fig, ax = plt.subplots(figsize=(5.5, 4))
-depth_figure(ax, frames["main"])
+plots.depth_figure(ax, frames["main"])
 for i, plateau in enumerate(table1.linear_best):
     ax.axhline(plateau, color=plots.COLORS[i], ls=":", lw=1)
-ax.set_title(f"softmax attention, top-{s['top_k']}, key_dim {s['key_dim'] or s['dim']} (dotted: linear plateau)", fontsize=9)
+ax.set_title(f"softmax attention, top-{s['top_k']}, key_dim {s.config().resolved_key_dim} (dotted: linear plateau)", fontsize=9)
 softmax_png = nb.save_figure(s, fig, "softmax_vs_depth")
 table1.round(4)
 
@@ -300,10 +263,10 @@ table1.round(4)
 # %%
 key_frame = pd.concat([frames["main"].query("input_exponent == @first[0] and task_exponent == @first[1]"),
                        frames["wide_key"]])
-table_key = fits_table(key_frame, by=("key_dim",))
+table_key = tables.fit_table(key_frame, ["key_dim"])
 nb.save_table(s, table_key, "key_dim_fits")
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-depth_figure(axes[0], key_frame, by=("key_dim",), name=lambda k: f"key_dim {k[0]}")
+plots.depth_figure(axes[0], key_frame, by=("key_dim",), name=lambda k: f"key_dim {k[0]}")
 for i, (kd, part) in enumerate(key_frame.groupby("key_dim")):
     for term, ls in (("A_L", "--"), ("C_L", ":")):
         m = part.groupby("depth")[term].mean()
@@ -333,27 +296,9 @@ table_key.round(4)
 
 # %%
 top2 = pd.concat([frames["main"], frames["joint"]])
-floors_l0 = fits_table(top2).set_index(["input_exponent", "task_exponent"])
+floors_l0 = tables.fit_table(top2, tables.SPECTRUM)
 identity = max(r["decomposition"]["identity_error"] for r in main + joint + wide + wide_key)
-deep_half = sorted(set(s["depths"]))[len(set(s["depths"])) // 2:]
-rows5 = []
-for (a, b), part in top2.groupby(["input_exponent", "task_exponent"]):
-    m = part.groupby("depth")[["loss", "A_L", "C_L"]].mean()
-    L0 = floors_l0.loc[(a, b), "L0"]
-    try:
-        g = fit_shared_error_gap(m.index.values, m.C_L.values, L0, strict=False)
-        gamma, gamma_se, r2 = g.alpha, g.alpha_se, g.r2
-    except ValueError:  # the gap is <= 0 somewhere: no power law to fit
-        gamma, gamma_se, r2 = np.nan, np.nan, np.nan
-    gap = (m.A_L - m.C_L).loc[[L for L in deep_half if L in m.index]]
-    try:
-        slope = -theory.depth_exponent(gap.values, gap.index.values).alpha
-    except (ValueError, RuntimeError):
-        slope = np.nan
-    rows5.append({"input_exponent": a, "task_exponent": b, "L0": L0, "gamma": gamma, "gamma_se": gamma_se,
-                  "gap_r2": r2, "gap_positive": bool((L0 - m.C_L.dropna() > 0).all()),
-                  "disagreement_slope": slope, "C_deepest": m.C_L.iloc[-1], "A_deepest": m.A_L.iloc[-1]})
-table5 = pd.DataFrame(rows5)
+table5 = tables.gap_table(top2, floors_l0, tables.SPECTRUM)
 nb.save_table(s, table5, "table5_shared_error")
 table5.round(4)
 
@@ -365,7 +310,7 @@ for ax, (a, b) in zip(axes[0], specs):
     ax.plot(m.index, m.A_L, "s--", ms=4, label="A_L (individual)")
     ax.plot(m.index, m.C_L, "^:", ms=4, label="C_L (shared)")
     ax.plot(m.index, m.loss, "o-", ms=4, label="R_L (loss)")
-    ax.axhline(floors_l0.loc[(a, b), "L0"], color="grey", lw=1, ls="-.", label="fitted floor L0")
+    ax.axhline(floors_l0.set_index(tables.SPECTRUM).loc[(a, b), "L0"], color="grey", lw=1, ls="-.", label="fitted floor L0")
     ax.axhline(0, color="k", lw=0.5)
     ax.set(xscale="log", xlabel="depth L", title=label((a, b)))
 axes[0, 0].set_ylabel("relative error (C_L can be negative)")
@@ -397,14 +342,14 @@ spread = {}
 fig, axes = plt.subplots(1, len(probes), figsize=(3.2 * len(probes), 3), sharey=True)
 for ax, (name, r) in zip(axes, probes.items()):
     steps_, norm = modes.normalised_mode_curves(r)
-    spread[name] = collapse.collapse_spread(norm)
+    spread[name] = modes.collapse_spread(norm)
     cmap = plt.get_cmap("viridis", norm.shape[1])
     for k in range(norm.shape[1]):
         ax.plot(np.maximum(steps_, 1), norm[:, k], color=cmap(k), lw=1)
     ax.set(xscale="log", yscale="log", xlabel="training step", title=f"{name}: spread {spread[name]:.3f}")
 axes[0].set_ylabel("loss_k(t) / loss_k(0)")
 modes_png = nb.save_figure(s, fig, "mode_curves")
-half = {name: collapse.half_fall_steps(*modes.normalised_mode_curves(r)) for name, r in probes.items()}
+half = {name: modes.half_fall_steps(*modes.normalised_mode_curves(r)) for name, r in probes.items()}
 pd.DataFrame({"spread": spread, "half-fall step, strongest mode": {k: v[0] for k, v in half.items()},
               "half-fall step, weakest mode": {k: v[-1] for k, v in half.items()}})
 
@@ -450,12 +395,12 @@ pd.DataFrame(selection)
 # ## C10: jointly nonzero spectra and top-16 aggregation (Table 4 in our numbers)
 
 # %%
-table4 = pd.concat([fits_table(frames["joint"]).assign(top_k=s["top_k"]),
-                    fits_table(frames["wide"]).assign(top_k=s["wide_top_k"])], ignore_index=True)
+table4 = pd.concat([tables.fit_table(frames["joint"], tables.SPECTRUM).assign(top_k=s["top_k"]),
+                    tables.fit_table(frames["wide"], tables.SPECTRUM).assign(top_k=s["wide_top_k"])], ignore_index=True)
 nb.save_table(s, table4, "table4_other_targets")
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
 for ax, name, k in ((axes[0], "joint", s["top_k"]), (axes[1], "wide", s["wide_top_k"])):
-    depth_figure(ax, frames[name])
+    plots.depth_figure(ax, frames[name])
     ax.set_title(f"softmax, top-{k}", fontsize=9)
 other_png = nb.save_figure(s, fig, "other_targets_vs_depth")
 table4.round(4)
@@ -492,34 +437,34 @@ c10 = {"falls": fell(table4), "joint alpha near 1": near_one(t2), "top-16 deviat
 
 # %%
 spec_list = lambda t, col: {plots.spectrum_label(a, b): v for a, b, v in zip(t.input_exponent, t.task_exponent, t[col])}
-nb.claim(s, "C4", "Softmax attention on the top-2 task keeps improving with depth, with a fitted exponent close to one "
-         "for every spectrum and a floor well below the linear plateau.", nb.verdict(c4, "falls"),
+claims.claim(s, "C4", "Softmax attention on the top-2 task keeps improving with depth, with a fitted exponent close to one "
+         "for every spectrum and a floor well below the linear plateau.", claims.verdict(c4, "falls"),
          {"alpha": spec_list(table1, "alpha"), "alpha_se": spec_list(table1, "alpha_se"), "L0": spec_list(table1, "L0"),
           "floor / linear plateau": spec_list(table1, "floor_ratio"), "r2": spec_list(table1, "r2"),
           "all converged": bool(frames["main"].converged.all()), **c4}, softmax_png,
          f"R_deepest < {DEPTH_FALL} R_1, |alpha - 1| <= {ALPHA_TOL}, L0 < {FLOOR_RATIO} x linear plateau, every spectrum")
-nb.claim(s, "C3", "Linear attention on the top-2 task settles within one or two layers on a spectrum-dependent "
-         "plateau that matches the Monte Carlo irreducible loss.", nb.verdict(c3),
+claims.claim(s, "C3", "Linear attention on the top-2 task settles within one or two layers on a spectrum-dependent "
+         "plateau that matches the Monte Carlo irreducible loss.", claims.verdict(c3),
          {"linear plateau": spec_list(table3, "linear_best"), "MC floor": spec_list(table3, "mc_floor"),
           "relative gap": spec_list(table3, "relative_gap"), **c3}, linear_png,
          f"R_2 within {LINEAR_SETTLE:.0%} of the best linear loss; best within {MC_TOL:.0%} of the MC floor")
 
 # %%
-nb.claim(s, "C5", "The ensemble decomposition holds exactly; the shared error approaches the loss floor as "
+claims.claim(s, "C5", "The ensemble decomposition holds exactly; the shared error approaches the loss floor as "
          "L^-gamma with gamma near one; the disagreement term gives the 1/L gain.",
-         nb.verdict(c5, "identity", plus_one=True),
+         claims.verdict(c5, "identity", plus_one=True),
          {"max identity error": identity, "gamma": spec_list(table5, "gamma"), "gamma_se": spec_list(table5, "gamma_se"),
           "disagreement slope": spec_list(table5, "disagreement_slope"), **c5}, decomp_png,
          f"identity < {IDENTITY_TOL}; L0 - C_L > 0 and |gamma - 1| <= {GAMMA_TOL}; |slope of A - C| <= {DISAGREE_SLOPE}")
-nb.claim(s, "C6b", "Softmax attention learns strong and weak modes at similar rates (normalised mode-wise curves "
-         "collapse); linear attention learns strong modes first.", nb.verdict(c6),
+claims.claim(s, "C6b", "Softmax attention learns strong and weak modes at similar rates (normalised mode-wise curves "
+         "collapse); linear attention learns strong modes first.", claims.verdict(c6),
          {"spread": spread, "spectrum": mode_spectrum, **c6}, modes_png,
          f"softmax spread < {COLLAPSE_RATIO} x linear spread; linear strongest mode reaches half its fall first")
-nb.claim(s, "C9", "The deepest model cuts the upper tail of the token-selection loss; one layer is slightly better "
-         "in the lowest tail.", nb.verdict(c9, "upper tail cut"), {**selection, **c9}, selection_png,
+claims.claim(s, "C9", "The deepest model cuts the upper tail of the token-selection loss; one layer is slightly better "
+         "in the lowest tail.", claims.verdict(c9, "upper tail cut"), {**selection, **c9}, selection_png,
          f"p90 and p99 of the deepest <= {TAIL_CUT} x depth 1's; depth 1 lower at p1")
-nb.claim(s, "C10", "Jointly nonzero spectra (top-2) and top-16 aggregation also decay with depth, with top-16 "
-         "exponents further from one.", nb.verdict(c10, "falls", plus_one=True),
+claims.claim(s, "C10", "Jointly nonzero spectra (top-2) and top-16 aggregation also decay with depth, with top-16 "
+         "exponents further from one.", claims.verdict(c10, "falls", plus_one=True),
          {"alpha top-2 joint": spec_list(t2, "alpha"), "alpha top-16": spec_list(t16, "alpha"),
           "mean |alpha-1| top-16": dev(t16), "mean |alpha-1| top-2": dev(pd.concat([table1, t2])), **c10}, other_png,
          f"R_deepest < {DEPTH_FALL} R_1 everywhere; joint |alpha - 1| <= {ALPHA_TOL}; top-16 mean |alpha - 1| larger")
@@ -547,4 +492,4 @@ nb.show({"softmax R_1": table1.R_1.tolist(), "softmax R_deepest": table1.R_deepe
          "full-rank R_1, R_deepest": table_key[["R_1", "R_deepest"]].values[-1].tolist(),
          "mode spread": list(spread.values()), "token selection p90": [at(L, 90) for L in pct],
          "other R_deepest": table4.R_deepest.tolist(), "identity error < 1e-6": identity < IDENTITY_TOL})
-nb.show_claims(s)
+claims.show_claims(s)

@@ -52,9 +52,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import depth_trends as dt
+from icl import claims
 from icl import notebook as nb
-from icl import plots
+from icl import plots, tables
 
 plots.style()
 
@@ -180,7 +180,7 @@ def part(model, k, a, b):
 
 
 KEYS = [(m, k, a, b) for m, k, _ in SWEEPS for a, b in s["spectra"]]
-fits = {key: dt.fit_depths(part(*key)) for key in KEYS}
+fits = {key: tables.fit_depths(part(*key)) for key in KEYS}
 PANELS = [("shared_stream", 2), ("untied_values", 2), ("context_updates", 2), ("context_updates", K)]
 fig, axes = plt.subplots(len(s["spectra"]), 4, figsize=(16, 3.8 * len(s["spectra"])), squeeze=False,
                          layout="constrained")
@@ -215,7 +215,7 @@ decomp_png = nb.save_figure(s, fig, "decomposition")
 # −2.3 for reference.
 
 # %%
-ctx = {k: dt.context_update_table(runs[("context_updates", k)]) for k in (2, K)}
+ctx = {k: tables.context_update_table(runs[("context_updates", k)]) for k in (2, K)}
 fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), layout="constrained")
 for ax, k in zip(axes, (2, K)):
     used = ctx[k][ctx[k].used].groupby(["depth", "layer"]).u.mean().reset_index()
@@ -271,12 +271,12 @@ attention_png = nb.save_figure(s, fig, "context_attention")
 def trend(model, k, a, b):
     """The numbers every check reads, for one sweep."""
     p, f = part(model, k, a, b), fits[(model, k, a, b)]
-    g = dt.gain_beyond(p, s["reference_depth"])
+    g = tables.gain_beyond(p, s["reference_depth"])
     out = {"alpha": f.alpha, "alpha_se": f.alpha_se, "L0": f.L0, "L0_se": f.L0_se, "c": f.c, "r2": f.r2,
            "R_ref": g["R_ref"], "R_deep": g["R_deep"], "rel_gain": g["rel_gain"], "spread": g["spread"],
            "falls": g["falls"], "converged": bool(p.converged.all())}
     if p.A_L.notna().any():
-        out.update(A_change=dt.last_doubling_change(p, "A_L"), C_change=dt.last_doubling_change(p, "C_L"))
+        out.update(A_change=tables.last_doubling_change(p, "A_L"), C_change=tables.last_doubling_change(p, "C_L"))
     return out
 
 
@@ -289,8 +289,8 @@ for key, t in numbers.items():
     if key.split("/")[0] in ("shared_stream", "untied_values"):
         c7[key] = {"falls": t["falls"], "alpha near 1": bool(abs(t["alpha"] - 1) <= ALPHA_TOL),
                    "A, C level off": bool(max(t["A_change"], t["C_change"]) < LEVEL_TOL)}
-status7 = nb.verdict({f"{key}: {name}": v for key, checks in c7.items() for name, v in checks.items()})
-nb.claim(s, "C7", "Shared stream (C.1) and untied values (C.2) keep an approximate inverse-depth trend beyond "
+status7 = claims.verdict({f"{key}: {name}": v for key, checks in c7.items() for name, v in checks.items()})
+claims.claim(s, "C7", "Shared stream (C.1) and untied values (C.2) keep an approximate inverse-depth trend beyond "
          "moderate depth, with both decomposition terms approaching constants.", status7,
          {k: {n: numbers[k][n] for n in ("alpha", "alpha_se", "L0", "rel_gain", "spread", "A_change", "C_change", "converged")}
           for k in c7}, compare_png,
@@ -301,7 +301,7 @@ c7
 # %%
 a0, b0 = s["spectra"][0]
 top2, wide = numbers[f"context_updates/top2/{a0:g},{b0:g}"], numbers[f"context_updates/top{K}/{a0:g},{b0:g}"]
-u_span = {k: dt.spread_across_depths(ctx[k]) for k in (2, K)}
+u_span = {k: tables.spread_across_depths(ctx[k]) for k in (2, K)}
 u_mean = {k: float(ctx[k][ctx[k].used].groupby("depth").u.mean().mean()) for k in (2, K)}
 self_mass = {k: float(ctx[k][ctx[k].used & (ctx[k].depth == deepest)].self_mass.mean()) for k in (2, K)}
 c8 = {"top-2 inverse-depth signal": bool(top2["falls"] and abs(top2["alpha"] - 1) <= ALPHA_TOL),
@@ -310,8 +310,8 @@ c8 = {"top-2 inverse-depth signal": bool(top2["falls"] and abs(top2["alpha"] - 1
       f"top-{K} u constant": bool(u_span[K] <= U_SPAN),
       f"top-{K} u near -2.3": bool(abs(u_mean[K] - PAPER_U) <= U_TOL),
       f"attention: top-2 identity, top-{K} broad": bool(self_mass[2] >= IDENTITY_MASS and self_mass[K] <= BROAD_MASS)}
-status8 = nb.verdict(c8)
-nb.claim(s, "C8", f"With context updates (C.3) top-2 keeps an inverse-depth signal while top-{K} stops improving; "
+status8 = claims.verdict(c8)
+claims.claim(s, "C8", f"With context updates (C.3) top-2 keeps an inverse-depth signal while top-{K} stops improving; "
          f"the update scalar varies with depth for top-2 and stays near -2.3 for top-{K}; top-2 context attention "
          f"is nearly the identity, top-{K} broad.", status8,
          {"top2 alpha": top2["alpha"], "top2 alpha_se": top2["alpha_se"], "top2 rel_gain": top2["rel_gain"],
@@ -359,4 +359,4 @@ c8
 # NBVAL_CHECK_OUTPUT
 nb.show({f"{key} R(ref), R(deepest)": [t["R_ref"], t["R_deep"]] for key, t in numbers.items() if "R_ref" in t})
 nb.show({"u span": u_span, "u mean": u_mean, "self mass": self_mass})
-nb.show_claims(s)
+claims.show_claims(s)

@@ -19,7 +19,7 @@
 # **What this notebook does.** It trains nothing. It reads the `losses.csv` files that notebooks
 # 01, 03 and 04 wrote (one row per trained model; run them first at the same profile) and refits
 # every loss-versus-depth curve with the same function the notebooks' verdicts use
-# (`icl.depth_trends.fit_depths`), so that all the exponents in this repository are comparable.
+# (`icl.tables.fit_depths`), so that all the exponents in this repository are comparable.
 # From those fits it builds the paper's five tables in our numbers. The linear-attention references
 # of Table 2 come from `icl.theory`: they are computed from the spectra and the sampler, not from
 # training. Table 3's Monte Carlo floors are notebook 03's, read from its `results.json`.

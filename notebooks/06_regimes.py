@@ -48,9 +48,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import depth_trends as dt
+from icl import claims
 from icl import notebook as nb
-from icl import plots, regimes
+from icl import plots, regimes, tables
 
 plots.style()
 
@@ -156,7 +156,7 @@ fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), sharey=True)
 for ax, (title, group) in zip(axes, slices.items()):
     for i, c in enumerate(group):
         part, bd = of_cell(c), bounds_of[c]
-        m = dt.seed_means(part)
+        m = tables.seed_means(part)
         color = plots.COLORS[i % len(plots.COLORS)]
         ax.plot(m.depth, m["mean"] / bd["single"], "o-", ms=4, color=color, label=c.label())
         bad = m[~m.converged]
@@ -180,7 +180,7 @@ fig, axes = plt.subplots(-(-len(cells) // ncol), ncol, figsize=(3.4 * ncol, 2.9 
                          squeeze=False)
 for ax, c in zip(axes.flat, cells):
     part = of_cell(c)
-    plots.loss_vs_depth(ax, part, "trained", color=plots.COLORS[0], fit=dt.fit_depths(part))
+    plots.loss_vs_depth(ax, part, "trained", color=plots.COLORS[0], fit=tables.fit_depths(part))
     plots.bounds_lines(ax, bounds_of[c], color=plots.COLORS[1], depths=depths_of(c))
     ax.set_title(c.label(), fontsize=8)
     ax.set_ylabel("")
@@ -207,21 +207,21 @@ share = lambda v, half_counts: ("reproduced" if all(v) else "partly reproduced"
 by_cell = lambda t, col: {f"d{d} P{P} k{k}": v for d, P, k, v in zip(t.dim, t.context_length, t.key_dim, t[col])}
 
 # %%
-nb.claim(s, "R1", "A full-rank softmax layer is the best isotropic softmax of the cosine (the softmax bound).",
+claims.claim(s, "R1", "A full-rank softmax layer is the best isotropic softmax of the cosine (the softmax bound).",
          share(r1, False), {"R_1": by_cell(full, "R_1"), "softmax bound": by_cell(full, "single_bound")}, map_png,
          f"|R_1 / softmax bound - 1| <= {BOUND_TOL} in every full-rank cell")
-nb.claim(s, "R2", "With full-rank layers depth adds almost nothing: no deep model goes much below the mixture bound.",
-         nb.verdict(r2), {"R_deepest / R_1": by_cell(full.assign(q=full.R_deepest / full.R_1), "q"),
+claims.claim(s, "R2", "With full-rank layers depth adds almost nothing: no deep model goes much below the mixture bound.",
+         claims.verdict(r2), {"R_deepest / R_1": by_cell(full.assign(q=full.R_deepest / full.R_1), "q"),
                           "R_deepest / mixture bound": by_cell(full.assign(q=full.R_deepest / full.mixture_bound), "q"),
                           **r2}, map_png,
          f"R_deepest > {FLAT_FALL} R_1 and >= {1 - MIXTURE_TOL:.2f} x mixture bound in every full-rank cell")
-nb.claim(s, "R3", "Rank-limited layers show inverse-depth decay towards the softmax bound: depth buys back rank.",
-         nb.verdict(r3, "falls"), {"alpha": by_cell(limited, "alpha"), "alpha_se": by_cell(limited, "alpha_se"),
+claims.claim(s, "R3", "Rank-limited layers show inverse-depth decay towards the softmax bound: depth buys back rank.",
+         claims.verdict(r3, "falls"), {"alpha": by_cell(limited, "alpha"), "alpha_se": by_cell(limited, "alpha_se"),
                                    "R_deepest / bound": by_cell(limited.assign(q=limited.R_deepest / limited.single_bound), "q"),
                                    **r3}, cells_png,
          f"R_deepest < {FLAT_FALL} R_1; |alpha - 1| <= {ALPHA_TOL}; R_1 - R_deepest >= {GAP_CLOSED} (R_1 - bound); "
          "every rank-limited cell")
-nb.claim(s, "R4", "Untrained random-subspace ensembles follow the trained rank-limited curves.", share(r4, True),
+claims.claim(s, "R4", "Untrained random-subspace ensembles follow the trained rank-limited curves.", share(r4, True),
          {"largest |R_L / subspace_L - 1|": by_cell(limited, "subspace_max_rel_gap")}, cells_png,
          f"within {SUBSPACE_TOL:.0%} at every depth: every rank-limited cell (partly: at least half)")
 results_path = nb.write_results(s, {"regimes": table.to_dict("records"),
@@ -232,4 +232,4 @@ results_path = nb.write_results(s, {"regimes": table.to_dict("records"),
 # NBVAL_CHECK_OUTPUT
 nb.show({"R_1": table.R_1.tolist(), "R_deepest": table.R_deepest.tolist(), "softmax bound": table.single_bound.tolist(),
          "mixture bound": table.mixture_bound.tolist(), "deep beats single": table.deep_beats_single.tolist()})
-nb.show_claims(s)
+claims.show_claims(s)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from icl import depth_trends as dt  # installed into .venv by `make install`
+from icl import tables  # installed into .venv by `make install`
 from icl.cache import RunCache
 from icl.config import RunConfig
 from icl.notebook import losses_frame
@@ -50,7 +50,7 @@ def sweep(name: str, cache: RunCache, progress: bool) -> pd.DataFrame:
 
 def row(name: str, df: pd.DataFrame) -> dict:
     """One line of the document's tables: loss per depth, the worst plateau measure, the fit."""
-    fit = dt.fit_depths(df)
+    fit = tables.fit_depths(df)
     return {"setting": name, **{f"L={L}": v for L, v in zip(df.depth, df.loss)},
             "max plateau": df.plateau.max(), "alpha": fit.alpha, "alpha_se": fit.alpha_se,
             "L0": fit.L0, "L0_se": fit.L0_se, "r2": fit.r2,

@@ -1,7 +1,7 @@
 """The rule that turns a claim's checks into reproduced / partly / not reproduced."""
 import pytest
 
-from icl.notebook import verdict
+from icl.claims import verdict
 
 
 def test_all_checks_hold_is_reproduced_and_none_is_not():
