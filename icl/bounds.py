@@ -158,8 +158,15 @@ def random_subspace_curve(fit: Batch, ev: Batch, key_dim: int, depths) -> dict:
     return {"random_subspace": losses, "random_subspace_beta": betas}
 
 
-def bounds(cfg: RunConfig, depths=(1, 2, 4, 8, 16, 32, 64), fit_contexts: int = 2048) -> dict:
-    """All reference predictors for the task `cfg` describes, at cfg.resolved_key_dim."""
+def bounds(cfg: RunConfig, depths=(1, 2, 4, 8, 16, 32, 64), fit_contexts: int = 2048, cache=None) -> dict:
+    """All reference predictors for the task `cfg` describes, at cfg.resolved_key_dim; read from
+    (or written to) `cache` (a RunCache) when one is given."""
+    if cache is not None:
+        from .cache import memo
+
+        return _int_depths(memo(cache, "bounds", {"config": {k: getattr(cfg, k) for k in BOUND_KEYS}, "key_dim": cfg.resolved_key_dim,
+                                     "depths": sorted({int(L) for L in depths}), "fit_contexts": fit_contexts},
+                                lambda: bounds(cfg, depths, fit_contexts), SOURCES))
     start = time.perf_counter()
     fit, ev = contexts(cfg, fit_contexts)
     single = softmax_bound(fit, ev)
@@ -167,6 +174,27 @@ def bounds(cfg: RunConfig, depths=(1, 2, 4, 8, 16, 32, 64), fit_contexts: int = 
            **random_subspace_curve(fit, ev, cfg.resolved_key_dim, depths)}
     return {"config": {k: getattr(cfg, k) for k in BOUND_KEYS}, "key_dim": cfg.resolved_key_dim,
             **out, "seconds": round(time.perf_counter() - start, 2)}
+
+
+def _int_depths(b: dict) -> dict:
+    """Depth-keyed curves keep int keys after a JSON round trip through the cache."""
+    return {**b, **{k: {int(L): v for L, v in b[k].items()} for k in ("random_subspace", "random_subspace_beta")}}
+
+
+# The source files a bound's value depends on (the cache recomputes when one of them changes).
+SOURCES = ("bounds.py", "tasks.py", "config.py")
+
+
+def table(results) -> "pd.DataFrame":
+    """One row per `bounds` result: its task, rank and the numbers (random-subspace curve as
+    subspace_L<depth> columns)."""
+    import pandas as pd
+
+    rows = [{**{k: b["config"][k] for k in ("dim", "context_length", "top_k", "input_exponent", "task_exponent")},
+             "key_dim": b["key_dim"], "single_bound": b["single"], "beta": b["beta"], "mixture_bound": b["mixture"],
+             "linear_reference": b["linear"], **{f"subspace_L{L}": v for L, v in b["random_subspace"].items()}}
+            for b in results]
+    return pd.DataFrame(rows)
 
 
 # The config fields a bound depends on (the task and the evaluation set; nothing about training).

@@ -50,16 +50,43 @@ class RunCache:
 
     def store(self, cfg: RunConfig, result: dict) -> Path:
         path = self.path(cfg)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        entry = {"key": path.stem, "checksum": _digest(result), "result": result}
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(entry, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)  # atomic: readers see the old file or the whole new one
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        _write_atomic(path, {"key": path.stem, "checksum": _digest(result), "result": result})
         return path
+
+
+def _write_atomic(path: Path, entry: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(entry, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # atomic: readers see the old file or the whole new one
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def source_digest(names) -> str:
+    """sha256 over the bytes of these icl/ source files: part of a cached value's key, so that a
+    change to the code that computes it recomputes it."""
+    here = Path(__file__).resolve().parent
+    return _digest({name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in sorted(names)})
+
+
+def memo(cache: RunCache, kind: str, key: dict, compute, sources) -> dict:
+    """A derived value (e.g. a bound) under cache.root/derived/kind/ (one level deeper than run
+    entries, so it is never counted as a run), keyed by `key` and the digest of `sources`;
+    computed and written atomically when missing or unreadable."""
+    full = {"kind": kind, "key": key, "sources": source_digest(sources)}
+    path = cache.root / "derived" / kind / f"{_digest(full)}.json"
+    try:
+        entry = json.loads(path.read_text())
+        if entry["key"] == full and entry["checksum"] == _digest(entry["value"]):
+            return entry["value"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    value = compute()
+    _write_atomic(path, {"key": full, "checksum": _digest(value), "value": value})
+    return value

@@ -23,11 +23,30 @@ def verdict(checks: dict, needed: str | None = None, plus_one: bool = False) -> 
     return "partly reproduced"
 
 
-def claim(s: Settings, cid: str, text: str, status: str, measured: dict, figure: str, criterion: str) -> dict:
-    """Record one claim's verdict (it goes to results.json, then to outputs/REPORT.md)."""
-    if status not in STATUSES:
-        raise ValueError(f"status {status!r}; allowed: {STATUSES}")
+def overall(statuses) -> str:
+    """One status from the statuses of a claim judged in several regimes (e.g. per key_dim):
+    reproduced where it is reproduced in every regime, not reproduced where in none it is even
+    partly reproduced, otherwise partly reproduced."""
+    statuses = list(statuses)
+    if not statuses or any(x not in STATUSES for x in statuses):
+        raise ValueError(f"statuses {statuses!r}; each must be one of {STATUSES}")
+    if all(x == "reproduced" for x in statuses):
+        return "reproduced"
+    if all(x == "not reproduced" for x in statuses):
+        return "not reproduced"
+    return "partly reproduced"
+
+
+def claim(s: Settings, cid: str, text: str, status: str, measured: dict, figure: str, criterion: str,
+          regimes: dict | None = None) -> dict:
+    """Record one claim's verdict (it goes to results.json, then to outputs/REPORT.md). A claim
+    judged in several regimes gives `regimes` = {regime: {"status": ..., "measured": {...}}}."""
+    for st in [status] + [r["status"] for r in (regimes or {}).values()]:
+        if st not in STATUSES:
+            raise ValueError(f"status {st!r}; allowed: {STATUSES}")
     row = {"id": cid, "claim": text, "criterion": criterion, "status": status, "measured": round_numbers(measured), "figure": figure}
+    if regimes:
+        row["regimes"] = {str(k): {"status": r["status"], "measured": round_numbers(r["measured"])} for k, r in regimes.items()}
     s.claims = [c for c in s.claims if c["id"] != cid] + [row]
     return row
 
@@ -35,4 +54,5 @@ def claim(s: Settings, cid: str, text: str, status: str, measured: dict, figure:
 def show_claims(s: Settings) -> None:
     """One line per recorded claim: its id and status."""
     for c in s.claims:
-        print(f"{c['id']}: {c['status']}")
+        where = "".join(f"; {k}: {r['status']}" for k, r in c.get("regimes", {}).items())
+        print(f"{c['id']}: {c['status']}{where}")

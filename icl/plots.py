@@ -86,3 +86,12 @@ def curve_panels(groups: dict[str, list[dict]], legend_size: int = 6):
         training_curves(ax, rs, title)
     axes[0, 0].legend(fontsize=legend_size, ncol=2)
     return fig
+
+
+def sweep_with_bounds(ax, part: pd.DataFrame, b: dict, title: str) -> None:
+    """One softmax depth sweep (points over seeds, joint-floor fit) with its bounds."""
+    loss_vs_depth(ax, part, "trained", color=COLORS[0], fit=fit_depths(part))
+    bounds_lines(ax, b, color=COLORS[1], depths=sorted(part.depth.unique()))
+    ax.set_title(title, fontsize=8)
+    ax.set_ylabel("")
+    ax.legend(fontsize=5)

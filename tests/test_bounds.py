@@ -91,3 +91,18 @@ def test_command_bad_input_is_one_line(capsys, flags, key):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert key in err
+
+
+def test_bounds_are_cached_and_recomputed_when_their_code_changes(tmp_path, monkeypatch):
+    from icl import cache as cache_mod
+    from icl.cache import RunCache
+
+    cfg, runs = RunConfig(**SMALL, key_dim=2), RunCache(tmp_path)
+    calls = []
+    real = bounds.random_subspace_curve
+    monkeypatch.setattr(bounds, "random_subspace_curve", lambda *a: calls.append(1) or real(*a))
+    first = bounds.bounds(cfg, [1, 2], 128, cache=runs)
+    assert bounds.bounds(cfg, [1, 2], 128, cache=runs) == first and len(calls) == 1
+    assert list(tmp_path.glob("*/*.json")) == []  # never counted as a trained run
+    monkeypatch.setattr(cache_mod, "source_digest", lambda names: "changed code")
+    assert bounds.bounds(cfg, [1, 2], 128, cache=runs) == first and len(calls) == 2

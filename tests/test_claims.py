@@ -25,3 +25,16 @@ def test_plus_one_asks_for_a_second_check_beyond_the_needed_one():
 def test_an_unknown_needed_check_is_an_error():
     with pytest.raises(KeyError, match="nope"):
         verdict({"a": True}, "nope")
+
+
+def test_overall_status_of_a_claim_judged_in_several_regimes():
+    from icl.claims import overall
+
+    assert overall(["reproduced", "reproduced"]) == "reproduced"
+    assert overall(["not reproduced", "not reproduced"]) == "not reproduced"
+    assert overall(["reproduced", "not reproduced"]) == "partly reproduced"
+    assert overall(["partly reproduced", "not reproduced"]) == "partly reproduced"
+    with pytest.raises(ValueError, match="maybe"):
+        overall(["reproduced", "maybe"])
+    with pytest.raises(ValueError):
+        overall([])
