@@ -26,6 +26,31 @@ class Parser(argparse.ArgumentParser):
         raise ConfigError(f"{self.prog}: {message}")
 
 
+def check_output_path(path: str | None, flag: str = "--json") -> None:
+    """ConfigError unless `path` can be written: checked before training, so no result is lost."""
+    if not path or path == "-":
+        return
+    import os
+    import tempfile
+
+    target = Path(path)
+    if target.is_dir():
+        raise ConfigError(f"{flag}: {path} is a folder; give a file path (or '-' for standard output)")
+    folder = next(p for p in (target.parent, *target.parent.parents) if p.exists())
+    if not folder.is_dir():
+        raise ConfigError(f"{flag}: {path} cannot be written; {folder} is not a folder")
+    try:
+        if target.exists():
+            with open(target, "a"):
+                pass
+        else:
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-probe-")
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as err:
+        raise ConfigError(f"{flag}: {path} cannot be written (in {folder}: {err.strerror}); give a writable path") from None
+
+
 def write_json(obj, path: str) -> None:
     text = json.dumps(obj, indent=1)
     if path == "-":
@@ -58,9 +83,13 @@ def run_train(args) -> int:
 
     values = {k: v for k, v in vars(args).items() if k in field_names()}
     cfg = RunConfig.from_dict(values, "train")
+    check_output_path(args.json)
     if args.cache:
         result = run_sweep([cfg], RunCache(args.cache), progress=not args.no_progress)[0]
     else:
+        from .memory import check_fits
+
+        check_fits(cfg)  # run_sweep checks this (and the cache) itself
         result = train(cfg, progress=not args.no_progress)
     if args.json:
         write_json(result, args.json)
@@ -91,6 +120,7 @@ def run_sweep_command(args) -> int:
     from .sweep import expand, read_yaml, run_sweep
 
     cfgs = expand(read_yaml(args.params), args.params)
+    check_output_path(args.json)
     runner = None
     if args.executor != "local":
         from .cluster import submitit_runner
