@@ -11,12 +11,13 @@ from pathlib import Path
 
 from .config import ConfigError, RunConfig, field_names, field_type
 
-# Subcommands that live in their own modules: each defines add_arguments(parser) and run(args).
+# Subcommands that live in their own modules: each defines add_arguments(parser) and run(args), or
+# add_arguments_<name> and run_<name> where one module holds several commands.
 COMMANDS = {
     "train": ("icl.cli", "train one model on one task"),
     "sweep": ("icl.cli", "run every model a parameter file describes, through the run cache"),
     "reproduce": ("icl.reproduce", "run every notebook with papermill at a profile into outputs/"),
-    "golden": ("icl.golden", "write the ci-profile golden notebooks that nbval compares against"),
+    "golden": ("icl.reproduce", "write the ci-profile golden notebooks that nbval compares against"),
     "bench": ("icl.bench", "training steps per second of icl against plain full attention, with the ratio"),
 }
 
@@ -149,6 +150,8 @@ def handler(name: str, module: str):
     if module == "icl.cli":
         return HANDLERS[name]
     mod = importlib.import_module(module)
+    if hasattr(mod, f"run_{name}"):
+        return getattr(mod, f"add_arguments_{name}"), getattr(mod, f"run_{name}")
     return mod.add_arguments, mod.run
 
 
