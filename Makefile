@@ -11,6 +11,8 @@ VENV    ?= .venv
 TORCH   ?= torch==2.13.0
 PROFILE ?= quick
 DEVICE  ?= auto
+# Notebooks run at once by `make reproduce`, each in its own process with one thread.
+JOBS    ?= $(shell nproc 2>/dev/null || echo 1)
 
 VPY      := $(VENV)/bin/python
 TESTENV  := OMP_NUM_THREADS=1 MPLBACKEND=Agg
@@ -44,14 +46,17 @@ test: install ## unit tests, then nbval on tests/golden/*.ipynb (if any)
 	  $(TESTENV) $(VPY) -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider tests/golden/*.ipynb -q; \
 	fi
 
-reproduce: install ## run every notebook at PROFILE (quick|paper|ci) on DEVICE into outputs/
-	$(VPY) -m icl reproduce --profile $(PROFILE) --device $(DEVICE)
+reproduce: install ## run every notebook at PROFILE (quick|paper|ci) on DEVICE into outputs/, JOBS at once
+	@$(VPY) -m icl reproduce --profile $(PROFILE) --device $(DEVICE) --jobs $(JOBS)
 
 golden: install ## regenerate tests/golden/*.ipynb at the ci profile
 	$(VPY) -m icl golden
 
-lab: install ## open the notebooks in JupyterLab
-	$(VENV)/bin/jupyter lab notebooks/
+# --allow-root: containers and CI machines often run as root, where JupyterLab refuses to start
+# without it (it changes nothing for other users). The root folder is the repository, so that
+# notebooks/ and the executed copies in outputs/ are both a click away.
+lab: install ## open the repository (notebooks/, outputs/) in JupyterLab
+	$(VENV)/bin/jupyter lab --allow-root --ServerApp.root_dir="$(CURDIR)"
 
 bench: install ## benchmark the fast model against plain full attention
 	$(VPY) -m icl bench --json outputs/bench.json

@@ -182,7 +182,7 @@ def _int_depths(b: dict) -> dict:
 
 
 # The source files a bound's value depends on (the cache recomputes when one of them changes).
-SOURCES = ("bounds.py", "tasks.py", "config.py")
+SOURCES = ("bounds",)  # and the icl modules it imports
 
 
 def table(results) -> "pd.DataFrame":
@@ -216,7 +216,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from .cli import write_json
+    from .cli import check_output_path, write_json
 
     values = {k: v for k, v in vars(args).items() if k in BOUND_KEYS}
     cfg = RunConfig.from_dict(values, "bound")
@@ -224,6 +224,7 @@ def run(args) -> int:
         raise ConfigError(f"depths: {args.depths} is not allowed; every depth must be between 1 and 4096")
     if args.fit_contexts < 16:
         raise ConfigError(f"fit-contexts: {args.fit_contexts} is not allowed; it must be >= 16")
+    check_output_path(args.json)
     out = bounds(cfg, args.depths, args.fit_contexts)
     if args.json:
         write_json(out, args.json)

@@ -1,10 +1,32 @@
-"""The run cache: one JSON file per run, keyed by a hash of its full config and the training
-code's version, written atomically (temporary file, fsync, rename). An entry that does not parse,
-belongs to another key or fails its checksum is reported and recomputed, never used."""
+"""The run cache: one JSON file per run, written atomically (temporary file, fsync, rename).
+
+The key is a hash of
+- the run's full config,
+- the bytes of the source files that determine a result (`SOURCE_FILES`: train.py and every icl
+  module it imports, directly or not: config, tasks, models, decomposition, ...), hashed once
+  when this module is imported, so any change to the training code, even one byte, recomputes,
+- the torch version and the device type (CPU and GPU numbers differ in the last digits).
+
+An entry is used only if it parses, carries its own key, passes its checksum, holds exactly the
+requested config and has result fields of the expected types (`RESULT_FIELDS`: e.g. a finite
+float `final_loss`). Anything else is reported in one line on standard error and recomputed,
+never used.
+
+A run trained alone and the same run trained inside a batched group (other depths or learning
+rates in the same pass) can differ in the last float digit (float32 sums in another order, e.g.
+0.8777371 vs 0.8777372), yet they share one key: the cache holds whichever was trained first.
+A sweep retrains a half-cached group whole, so an interrupted sweep resumes to the numbers an
+uninterrupted one gives.
+
+Files are written 0644 and folders 0755, so a cache shared by a cluster's users is readable by
+all of them.
+"""
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
+import math
 import os
 import sys
 import tempfile
@@ -14,6 +36,44 @@ from . import __version__
 from .config import RunConfig
 
 DEFAULT_ROOT = Path("outputs/runs")
+PACKAGE = Path(__file__).resolve().parent
+# The modules whose code decides what a run computes; source_files() adds what they import.
+SOURCE_ROOTS = ("train", "config", "tasks", "models", "decomposition")
+FILE_MODE, DIR_MODE = 0o644, 0o755
+# Environment variable naming a file that store() appends each new entry's key to (one a line):
+# `icl reproduce` counts the runs a notebook trained from it, even when notebooks run in parallel.
+STORE_LOG = "ICL_CACHE_STORE_LOG"
+
+
+def source_files(package: Path = PACKAGE, roots=SOURCE_ROOTS) -> list[Path]:
+    """The package modules named in `roots` and, transitively, every icl module they import."""
+    seen: dict[str, Path] = {}
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        path = package / f"{name}.py"
+        if name in seen or not path.exists():
+            continue
+        seen[name] = path
+        for node in ast.walk(ast.parse(path.read_bytes())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:  # from .x import y / from . import x
+                todo += [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("icl."):
+                todo.append(node.module.split(".")[1])
+    return sorted(seen.values())
+
+
+def source_hash(package: Path = PACKAGE, roots=SOURCE_ROOTS) -> str:
+    """sha256 over the names and bytes of source_files()."""
+    h = hashlib.sha256()
+    for path in source_files(package, roots):
+        data = path.read_bytes()
+        h.update(f"{path.name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+SOURCE_HASH = source_hash()  # once, at import: the code this process trains with
 
 
 def _digest(obj) -> str:
@@ -21,9 +81,68 @@ def _digest(obj) -> str:
 
 
 def run_key(cfg: RunConfig) -> str:
+    import torch
+
     from .train import resolve_device  # the device type is part of the key: CPU and GPU numbers differ
 
-    return _digest({"config": cfg.to_dict(), "version": __version__, "device": resolve_device(cfg.device).type})
+    return _digest({"config": cfg.to_dict(), "version": __version__, "source": SOURCE_HASH,
+                    "torch": torch.__version__, "device": resolve_device(cfg.device).type})
+
+
+# --- what a stored result must look like (train.py's result dict) -------------------------
+
+def _finite(v) -> bool:
+    return isinstance(v, float) and math.isfinite(v)
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _curve(v) -> bool:
+    return (isinstance(v, dict) and isinstance(v.get("step"), list) and isinstance(v.get("loss"), list)
+            and len(v["step"]) == len(v["loss"]) > 0 and all(isinstance(s, int) for s in v["step"])
+            and all(_finite(x) for x in v["loss"]))
+
+
+RESULT_FIELDS = {  # name: (check, what it must be)
+    "config": (lambda v: isinstance(v, dict), "a mapping"),
+    "device": (lambda v: isinstance(v, str), "a string"),
+    "initial_loss": (_finite, "a finite float"),
+    "final_loss": (_finite, "a finite float"),
+    "validation_loss": (_finite, "a finite float"),
+    "target_power": (_finite, "a finite float"),
+    "loss_curve": (_curve, "{'step': [int], 'loss': [finite float]} of equal lengths"),
+    "wall_seconds": (_number, "a number"),
+    "steps_per_second": (_number, "a number"),
+    "models_in_pass": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
+    "plateau": (lambda v: isinstance(v, float), "a float"),
+    "converged": (lambda v: isinstance(v, bool), "a boolean"),
+}
+OPTIONAL_FIELDS = {  # present for some models or options only
+    "decomposition": (lambda v: isinstance(v, dict), "a mapping"),
+    "token_selection": (lambda v: isinstance(v, dict), "a mapping"),
+    "parameters": (lambda v: isinstance(v, dict), "a mapping"),
+    "modes": (lambda v: isinstance(v, dict), "a mapping"),
+    "focus": (lambda v: isinstance(v, dict), "a mapping"),
+}
+
+
+def result_problem(result, cfg: RunConfig) -> str | None:
+    """Why `result` is not a run of `cfg` as train.py writes it (None if it is)."""
+    if not isinstance(result, dict):
+        return f"its result is a {type(result).__name__}, not a mapping"
+    for name, (ok, what) in RESULT_FIELDS.items():
+        if name not in result:
+            return f"its result has no {name!r}"
+        if not ok(result[name]):
+            return f"its {name!r} is {result[name]!r:.60}, not {what}"
+    for name, (ok, what) in OPTIONAL_FIELDS.items():
+        if name in result and not ok(result[name]):
+            return f"its {name!r} is not {what}"
+    if result["config"] != cfg.to_dict():
+        return "its result is for another config"
+    return None
 
 
 class RunCache:
@@ -38,48 +157,79 @@ class RunCache:
         path = self.path(cfg)
         if not path.exists():
             return None
+        problem = None
         try:
             entry = json.loads(path.read_text())
-            ok = entry["key"] == path.stem and entry["checksum"] == _digest(entry["result"])
-        except (ValueError, KeyError, TypeError):
-            ok = False
-        if not ok:
-            print(f"icl: cache entry {path} is corrupt; recomputing it", file=sys.stderr)
+            if entry["key"] != path.stem:
+                problem = "it is stored under another key"
+            elif entry["checksum"] != _digest(entry["result"]):
+                problem = "its checksum does not match its result"
+            elif entry.get("config") != cfg.to_dict():
+                problem = "it was stored for another config"
+            else:
+                problem = result_problem(entry["result"], cfg)
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError, OSError) as err:
+            problem = f"it does not parse ({type(err).__name__})"
+        if problem:
+            print(f"icl: cache entry {path} is corrupt or foreign ({problem}); recomputing it", file=sys.stderr)
             return None
         return entry["result"]
 
     def store(self, cfg: RunConfig, result: dict) -> Path:
         path = self.path(cfg)
-        _write_atomic(path, {"key": path.stem, "checksum": _digest(result), "result": result})
+        self.write(path, {"key": path.stem, "checksum": _digest(result), "config": cfg.to_dict(), "result": result})
+        log = os.environ.get(STORE_LOG)
+        if log:
+            with open(log, "a") as f:
+                f.write(path.stem + "\n")
         return path
 
+    def write(self, path: Path, entry: dict) -> None:
+        """Write `entry` as JSON to `path` atomically (temporary file, fsync, rename), 0644."""
+        self._mkdirs(path.parent)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600: readable by the other users of a shared cache
+            with os.fdopen(fd, "w") as f:
+                json.dump(entry, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)  # atomic: readers see the old file or the whole new one
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
-def _write_atomic(path: Path, entry: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(entry, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)  # atomic: readers see the old file or the whole new one
-    finally:
-        if os.path.exists(tmp):
+    def _mkdirs(self, folder: Path) -> None:
+        missing = [p for p in (folder, *folder.parents) if not p.exists()]
+        folder.mkdir(parents=True, exist_ok=True)
+        for p in missing:
+            try:
+                os.chmod(p, DIR_MODE)
+            except OSError:  # made by someone else meanwhile
+                pass
+
+    def check_writable(self) -> None:
+        """Raise ConfigError unless new entries can be written here: checked before training, so
+        that no training is lost to a read-only cache."""
+        from .config import ConfigError
+
+        probe = next(p for p in (self.root, *self.root.parents) if p.exists())
+        if not probe.is_dir():
+            raise ConfigError(f"cache: {self.root} is not allowed; {probe} is not a folder")
+        try:
+            fd, tmp = tempfile.mkstemp(dir=probe, prefix=".tmp-probe-")
+            os.close(fd)
             os.unlink(tmp)
-
-
-def source_digest(names) -> str:
-    """sha256 over the bytes of these icl/ source files: part of a cached value's key, so that a
-    change to the code that computes it recomputes it."""
-    here = Path(__file__).resolve().parent
-    return _digest({name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in sorted(names)})
+        except OSError as err:
+            raise ConfigError(f"cache: {self.root} is not writable ({err.strerror}); "
+                              "give a writable folder with --cache") from None
 
 
 def memo(cache: RunCache, kind: str, key: dict, compute, sources) -> dict:
     """A derived value (e.g. a bound) under cache.root/derived/kind/ (one level deeper than run
-    entries, so it is never counted as a run), keyed by `key` and the digest of `sources`;
-    computed and written atomically when missing or unreadable."""
-    full = {"kind": kind, "key": key, "sources": source_digest(sources)}
+    entries, so it is never counted as a run), keyed by `key` and the source hash of the modules
+    `sources` (and what they import); computed and written when missing or unreadable."""
+    full = {"kind": kind, "key": key, "source": source_hash(roots=tuple(sources))}
     path = cache.root / "derived" / kind / f"{_digest(full)}.json"
     try:
         entry = json.loads(path.read_text())
@@ -88,5 +238,5 @@ def memo(cache: RunCache, kind: str, key: dict, compute, sources) -> dict:
     except (OSError, ValueError, KeyError, TypeError):
         pass
     value = compute()
-    _write_atomic(path, {"key": full, "checksum": _digest(value), "value": value})
+    cache.write(path, {"key": full, "checksum": _digest(value), "value": value})
     return value

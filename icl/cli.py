@@ -11,12 +11,13 @@ from pathlib import Path
 
 from .config import ConfigError, RunConfig, field_names, field_type
 
-# Subcommands that live in their own modules: each defines add_arguments(parser) and run(args).
+# Subcommands that live in their own modules: each defines add_arguments(parser) and run(args), or
+# add_arguments_<name> and run_<name> where one module holds several commands.
 COMMANDS = {
     "train": ("icl.cli", "train one model on one task"),
     "sweep": ("icl.cli", "run every model a parameter file describes, through the run cache"),
     "reproduce": ("icl.reproduce", "run every notebook with papermill at a profile into outputs/"),
-    "golden": ("icl.golden", "write the ci-profile golden notebooks that nbval compares against"),
+    "golden": ("icl.reproduce", "write the ci-profile golden notebooks that nbval compares against"),
     "bound": ("icl.bounds", "softmax, mixture and random-subspace bounds of the softmax model, no training"),
     "bench": ("icl.bench", "training steps per second of icl against plain full attention, with the ratio"),
 }
@@ -25,6 +26,31 @@ COMMANDS = {
 class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, status 2, no usage dump
         raise ConfigError(f"{self.prog}: {message}")
+
+
+def check_output_path(path: str | None, flag: str = "--json") -> None:
+    """ConfigError unless `path` can be written: checked before training, so no result is lost."""
+    if not path or path == "-":
+        return
+    import os
+    import tempfile
+
+    target = Path(path)
+    if target.is_dir():
+        raise ConfigError(f"{flag}: {path} is a folder; give a file path (or '-' for standard output)")
+    folder = next(p for p in (target.parent, *target.parent.parents) if p.exists())
+    if not folder.is_dir():
+        raise ConfigError(f"{flag}: {path} cannot be written; {folder} is not a folder")
+    try:
+        if target.exists():
+            with open(target, "a"):
+                pass
+        else:
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-probe-")
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as err:
+        raise ConfigError(f"{flag}: {path} cannot be written (in {folder}: {err.strerror}); give a writable path") from None
 
 
 def write_json(obj, path: str) -> None:
@@ -60,9 +86,13 @@ def run_train(args) -> int:
 
     values = {k: v for k, v in vars(args).items() if k in field_names()}
     cfg = RunConfig.from_dict(values, "train")
+    check_output_path(args.json)
     if args.cache:
         result = run_sweep([cfg], RunCache(args.cache), progress=not args.no_progress)[0]
     else:
+        from .memory import check_fits
+
+        check_fits(cfg)  # run_sweep checks this (and the cache) itself
         result = train(cfg, progress=not args.no_progress)
     if args.json:
         write_json(result, args.json)
@@ -93,6 +123,7 @@ def run_sweep_command(args) -> int:
     from .sweep import expand, read_yaml, run_sweep
 
     cfgs = expand(read_yaml(args.params), args.params)
+    check_output_path(args.json)
     runner = None
     if args.executor != "local":
         from .cluster import submitit_runner
@@ -121,6 +152,8 @@ def handler(name: str, module: str):
     if module == "icl.cli":
         return HANDLERS[name]
     mod = importlib.import_module(module)
+    if hasattr(mod, f"run_{name}"):
+        return getattr(mod, f"add_arguments_{name}"), getattr(mod, f"run_{name}")
     return mod.add_arguments, mod.run
 
 

@@ -128,6 +128,8 @@ def validate(c: RunConfig) -> None:
     for key in ("depth", "steps", "dim", "context_length", "batch_size", "eval_contexts", "eval_points"):
         _at_least(key, getattr(c, key), 1, "an integer >= 1")
     _at_least("key_dim", c.key_dim, 0, ">= 0 (0 means equal to dim)")
+    if c.key_dim > c.dim:
+        raise ConfigError(f"key_dim: {c.key_dim} is not allowed; it must be at most dim ({c.dim}), or 0 for dim")
     if not 1 <= c.top_k <= c.context_length:
         raise ConfigError(f"top_k: {c.top_k} is not allowed; it must be between 1 and context_length ({c.context_length})")
     for key in ("input_exponent", "task_exponent"):

@@ -135,11 +135,12 @@ def parameters(ns: dict) -> Settings:
 
 def _validate_axes(values: dict) -> None:
     for key, v in values.items():
-        if key.endswith("depths") or key == "seeds":
-            if not v or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        if key.endswith(("depths", "key_dims", "dims", "context_lengths")) or key == "seeds":
+            if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
                 raise ConfigError(f"{key}: {v!r} is not allowed; it must be a non-empty list of integers")
-            if key.endswith("depths") and min(v) < 1:
-                raise ConfigError(f"{key}: {v!r} is not allowed; every depth must be >= 1")
+            if key != "seeds" and min(v) < 1:
+                what = "depth" if key.endswith("depths") else "entry"
+                raise ConfigError(f"{key}: {v!r} is not allowed; every {what} must be >= 1")
         if key.endswith("spectra"):
             ok = isinstance(v, list) and all(isinstance(s, (list, tuple)) and len(s) == 2 and
                                              all(isinstance(x, (int, float)) and math.isfinite(x) for x in s) for s in v)

@@ -1,6 +1,8 @@
 """One plotting style for every notebook, and the figures more than one notebook draws."""
 from __future__ import annotations
 
+import sys
+
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
@@ -12,9 +14,20 @@ COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0
 
 
 def style() -> None:
+    """The repository's plotting style. Inside a Jupyter kernel it also selects the inline
+    backend, so that executed notebooks embed their figures even when the caller's environment
+    sets another backend (MPLBACKEND=Agg draws into nothing a notebook can show)."""
+    inline()
     plt.rcParams.update({"figure.dpi": 110, "font.size": 10, "axes.grid": True, "grid.alpha": 0.3,
                          "axes.prop_cycle": matplotlib.cycler(color=COLORS), "legend.frameon": False,
                          "axes.spines.top": False, "axes.spines.right": False})
+
+
+def inline() -> None:
+    ipython = sys.modules.get("IPython")  # loaded in every Jupyter kernel; never imported here
+    shell = ipython.get_ipython() if ipython is not None else None
+    if getattr(shell, "kernel", None) is not None and "inline" not in matplotlib.get_backend():
+        shell.run_line_magic("matplotlib", "inline")
 
 
 def spectrum_label(a: float, b: float) -> str:

@@ -1,20 +1,42 @@
 """`python -m icl reproduce` runs every notebook with papermill at a profile's parameters and
 gathers the claim verdicts into REPORT.md; `python -m icl golden` writes the ci-profile copies
-in tests/golden/ that nbval compares against."""
+in tests/golden/ that nbval compares against.
+
+Before any notebook starts, the device and every notebook's parameters are checked (the same
+checks the notebook's own parameters cell makes), so a bad value stops in one line. A notebook
+executes into a staging folder next to its outputs (`<output_dir>/../.staging/<name>/`) and
+replaces `outputs/<name>/` only when it completes: a killed or failed run leaves the previous
+outputs whole, and REPORT.md says that the last run failed. With `--jobs N`, independent notebooks
+run in N processes at once, one thread each; a notebook starts only after those it reads
+(`NEEDS`) have finished.
+"""
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
+import shutil
 import sys
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from .config import ConfigError
 from .sweep import read_yaml
 
-NOTEBOOKS = ("01_easy_linear", "02_easy_nonlinear", "03_difficult", "04_generalized", "05_fitting_appendix")
+NOTEBOOKS = ("01_easy_linear", "02_easy_nonlinear", "03_difficult", "04_generalized", "05_fitting_appendix",
+             "06_regimes")
+# What each notebook reads from the others' outputs: it starts only once these have finished.
+# A notebook not listed reads nothing and can start at once.
+NEEDS = {"05_fitting_appendix": ("01_easy_linear", "03_difficult", "04_generalized")}
 PROFILES = ("ci", "quick", "paper")
+DEVICES = ("auto", "cpu", "cuda")
+# The kernel draws with the inline backend whatever MPLBACKEND the caller has (Agg would leave
+# the executed notebooks without figures); icl.plots.style() switches to it as well.
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+TEXT_SUFFIXES = (".ipynb", ".json", ".md", ".csv", ".txt")
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 def profile_root(profile: str) -> str:
@@ -22,14 +44,60 @@ def profile_root(profile: str) -> str:
     return "outputs" if profile == "quick" else f"outputs/{profile}"
 
 
-def notebook_parameters(root: Path, profile: str, name: str, device: str | None) -> dict:
-    import papermill
+def declared_parameters(root: Path, name: str) -> dict:
+    """The notebook's parameters and their defaults, read from its `parameters` cell (every
+    top-level `name = literal`; papermill.inspect_notebook misreads a cell whose last line is
+    a call, as ours is)."""
+    import nbformat
 
+    nb = nbformat.read(root / "notebooks" / f"{name}.ipynb", as_version=4)
+    cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
+    declared = {}
+    for node in ast.parse(cell.source).body if cell is not None else []:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                declared[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:  # not a literal: the notebook checks it itself when it runs
+                declared[node.targets[0].id] = NOT_LITERAL
+    return declared
+
+
+NOT_LITERAL = object()
+
+
+def notebook_parameters(root: Path, profile: str, name: str, device: str | None, overrides: dict | None = None,
+                        threads: int | None = None) -> dict:
+    """The profile's parameters of one notebook, with the device, thread count and any
+    command-line overrides that the notebook declares."""
     params = read_yaml(root / "params" / profile / f"{name}.yaml")
-    declared = papermill.inspect_notebook(str(root / "notebooks" / f"{name}.ipynb"))
+    declared = declared_parameters(root, name)
     if device and "device" in declared:  # notebooks that train nothing take no device
         params["device"] = device
+    if threads and "threads" in declared:
+        params["threads"] = threads
+    params.update({k: v for k, v in (overrides or {}).items() if k in declared})
     return params
+
+
+def check_parameters(root: Path, name: str, params: dict) -> None:
+    """Run the notebook's own parameter checks (icl.notebook.parameters) here, before any kernel
+    starts: a bad value is a ConfigError naming the notebook, the key and what is allowed."""
+    from . import notebook as nb
+
+    defaults = declared_parameters(root, name)
+    if any(v is NOT_LITERAL for v in defaults.values()):
+        return  # the notebook checks them itself when it runs
+    try:
+        nb.end_of_parameters(defaults)
+        nb.parameters({**defaults, **params})
+    except ConfigError as err:
+        raise ConfigError(f"{name}: {err}") from None
+
+
+def check_device(params: dict) -> None:
+    from .train import resolve_device
+
+    resolve_device(params.get("device", "auto"))  # ConfigError: cuda asked for, none available
 
 
 def execute(root: Path, name: str, params: dict, out: Path, progress: bool = False) -> float:
@@ -57,50 +125,237 @@ def relative_paths(notebook: Path, root: Path) -> None:
     nbformat.write(nb, notebook)
 
 
+def staging_paths(root: Path, params: dict, name: str) -> dict[str, Path]:
+    final = root / params["output_dir"]
+    staging = final.parent / ".staging"
+    return {"final": final, "stage": staging / name, "old": staging / f"{name}.old",
+            "log": staging / f"{name}.log", "stored": staging / f"{name}.stored"}
+
+
+def publish(root: Path, paths: dict[str, Path]) -> None:
+    """Point the staged files at their final folder, then swap it in with two renames."""
+    stage, final = paths["stage"], paths["final"]
+    pairs = [(str(stage), str(final)), (os.path.relpath(stage, root), os.path.relpath(final, root))]
+    for f in stage.rglob("*"):
+        if f.is_file() and f.suffix in TEXT_SUFFIXES:
+            text = f.read_text()
+            new = text
+            for a, b in pairs:
+                new = new.replace(a, b)
+            if new != text:
+                f.write_text(new)
+    shutil.rmtree(paths["old"], ignore_errors=True)
+    if final.exists():
+        os.rename(final, paths["old"])
+    os.rename(stage, final)
+    shutil.rmtree(paths["old"], ignore_errors=True)
+
+
+def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
+    """Execute one notebook into its staging folder and publish it if it completes. Runs in a
+    worker process with --jobs; returns {"seconds", "runs_trained", "status", "error", "log"}."""
+    from papermill.exceptions import PapermillExecutionError
+
+    root = Path(root)
+    paths = staging_paths(root, params, name)
+    shutil.rmtree(paths["stage"], ignore_errors=True)
+    paths["stage"].parent.mkdir(parents=True, exist_ok=True)
+    for key in ("log", "stored"):
+        paths[key].unlink(missing_ok=True)
+    staged = {**params, "output_dir": os.path.relpath(paths["stage"], root)}
+    out = paths["stage"] / f"{name}.ipynb"
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # inherited by the kernel papermill starts
+    os.environ["ICL_CACHE_STORE_LOG"] = str(paths["stored"])
+    start = time.perf_counter()
+    result = {"status": "ok"}
+    # The kernel writes its own warnings to the inherited standard error: into a file, so that the
+    # terminal shows one start and one end line per notebook.
+    kernel_log = paths["log"].with_suffix(".kernel.log")
+    sys.stderr.flush()
+    saved_fd, sink = os.dup(2), os.open(kernel_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(sink, 2)
+    try:
+        execute(root, name, staged, out, progress=False)
+    except PapermillExecutionError as err:
+        cause = (err.evalue or "").strip().splitlines()
+        result = {"status": "failed", "ename": err.ename,
+                  "error": f"{err.ename}: {cause[0] if cause else ''} (in cell [{err.exec_count}])"}
+        write_log(paths["log"], str(err))
+    except Exception as err:  # the kernel died, a file could not be written, ...
+        import traceback
+
+        result = {"status": "failed", "ename": type(err).__name__, "error": f"{type(err).__name__}: {err}".splitlines()[0]}
+        write_log(paths["log"], traceback.format_exc())
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved_fd, 2)
+        os.close(saved_fd), os.close(sink)
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        os.environ.pop("ICL_CACHE_STORE_LOG", None)
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    stored = paths["stored"].read_text().split() if paths["stored"].exists() else []
+    paths["stored"].unlink(missing_ok=True)
+    result["runs_trained"] = len(stored) if params.get("cache_dir") else None
+    if result["status"] == "ok":
+        kernel_log.unlink(missing_ok=True)
+        publish(root, paths)
+    else:
+        result["log"] = os.path.relpath(paths["log"], root)
+        if out.exists():
+            result["notebook"] = os.path.relpath(out, root)
+    return result
+
+
+def write_log(path: Path, text: str) -> None:
+    """The notebook's traceback, then what its kernel wrote to standard error."""
+    kernel = path.with_suffix(".kernel.log")
+    extra = kernel.read_text(errors="replace") if kernel.exists() else ""
+    path.write_text(re.sub(r"\x1b\[[0-9;]*m", "", text + ("\n--- kernel's standard error ---\n" + extra if extra else "")))
+
+
+class Serial:
+    """The executor interface, running each job at once in this process (--jobs 1)."""
+
+    def submit(self, fn, *args) -> Future:
+        f = Future()
+        try:
+            f.set_result(fn(*args))
+        except BaseException as err:  # noqa: B902 (Ctrl-C included: it reaches the caller below)
+            f.set_exception(err)
+        return f
+
+    def shutdown(self, **_) -> None:
+        pass
+
+
+def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs: int = 1,
+            overrides: dict | None = None, log=print) -> dict[str, dict]:
+    """Run notebooks (in dependency order, up to `jobs` at once); each one's result by name."""
+    threads = 1 if jobs > 1 else None
+    params = {n: notebook_parameters(root, profile, n, device, overrides, threads) for n in names}
+    used = {k for p in params.values() for k in p}
+    unused = sorted(set(overrides or {}) - used)
+    if unused:
+        raise ConfigError(f"-p: {unused[0]!r} is not a parameter of {', '.join(names)}")
+    for n in names:  # before anything runs: the device, then every notebook's parameters
+        check_device(params[n])
+    for n in names:
+        check_parameters(root, n, params[n])
+    env = {"MPLBACKEND": INLINE_BACKEND, **(ONE_THREAD if jobs > 1 else {})}
+    number = {n: i for i, n in enumerate(names, 1)}
+    results: dict[str, dict] = {}
+    pending, running = list(names), {}
+    if jobs > 1:
+        import multiprocessing
+
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+    else:
+        pool = Serial()
+    try:
+        while pending or running:
+            for n in list(pending):
+                needs = [d for d in NEEDS.get(n, ()) if d in names]
+                failed = [d for d in needs if d in results and results[d]["status"] != "ok"]
+                if failed:
+                    pending.remove(n)
+                    results[n] = {"status": "failed", "seconds": 0.0, "runs_trained": None,
+                                  "error": f"not run: {failed[0]}, which it reads, failed"}
+                    log(f"[{number[n]}/{len(names)}] {n} not run: {failed[0]} failed")
+                elif all(d in results for d in needs) and len(running) < jobs:
+                    pending.remove(n)
+                    log(f"[{number[n]}/{len(names)}] {n} ({profile}) started")
+                    running[pool.submit(run_notebook, str(root), n, params[n], env)] = n
+            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for f in finished:
+                n = running.pop(f)
+                r = results[n] = f.result()
+                if r["status"] == "ok":
+                    trained = "no run cache" if r["runs_trained"] is None else f"{r['runs_trained']} runs trained"
+                    out = Path(params[n]["output_dir"]) / f"{n}.ipynb"
+                    log(f"[{number[n]}/{len(names)}] {n} done in {r['seconds']:.0f} s ({trained}) -> {out}")
+                else:
+                    log(f"[{number[n]}/{len(names)}] {n} FAILED after {r['seconds']:.0f} s: {r['error']}")
+    finally:
+        pool.shutdown(cancel_futures=True)
+    return results
+
+
 def add_arguments(p) -> None:
     p.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)} (default: quick)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these notebooks (e.g. 03_difficult)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+                   help="notebooks run at once, in separate processes of one thread each "
+                        f"(default: the number of cores, {os.cpu_count()}); 1 runs them one after another")
+    p.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("KEY", "VALUE"), default=[],
+                   help="set a parameter (a YAML value) of every notebook that declares it, as papermill -p does")
 
 
 def run(args) -> int:
     if args.profile not in PROFILES:
         raise ConfigError(f"profile: unknown value {args.profile!r}; allowed: {', '.join(PROFILES)}")
+    if args.device not in DEVICES:
+        raise ConfigError(f"device: unknown value {args.device!r}; allowed: {', '.join(DEVICES)}")
+    if args.jobs < 1:
+        raise ConfigError(f"jobs: {args.jobs} is not allowed; it must be an integer >= 1")
     names = args.only or NOTEBOOKS
     bad = [n for n in names if n not in NOTEBOOKS]
     if bad:
         raise ConfigError(f"only: unknown notebook {bad[0]!r}; allowed: {', '.join(NOTEBOOKS)}")
+    names = [n for n in NOTEBOOKS if n in names]  # the order notebooks (and their needs) run in
+    overrides = {}
+    for key, value in args.parameter:
+        import yaml
+
+        try:
+            overrides[key] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise ConfigError(f"-p {key}: {value!r} is not a YAML value") from None
     from .notebook import repo_root  # pandas and matplotlib load only when a notebook runs
 
     root = repo_root()
+    start = time.perf_counter()
+    say = lambda line: print(line, file=sys.stderr, flush=True)
+    try:
+        times = run_all(root, args.profile, names, args.device, args.jobs, overrides, log=say)
+    except KeyboardInterrupt:
+        say("icl: interrupted; the outputs of unfinished notebooks were left as they were")
+        return 130
     base = root / profile_root(args.profile)
-    times = {}
-    for i, name in enumerate(names, 1):
-        params = notebook_parameters(root, args.profile, name, args.device)
-        out = root / params["output_dir"] / f"{name}.ipynb"
-        print(f"[{i}/{len(names)}] {name} ({args.profile}) ...", file=sys.stderr, flush=True)
-        cached = cache_entries(root, params)
-        # a per-cell progress bar on a terminal; logs (CI, nohup) get only the start and end lines
-        seconds = round(execute(root, name, params, out, progress=sys.stderr.isatty()), 1)
-        times[name] = {"seconds": seconds, "runs_trained": None if cached is None else cache_entries(root, params) - cached}
-        trained = "no run cache" if cached is None else f"{times[name]['runs_trained']} runs trained"
-        print(f"[{i}/{len(names)}] {name} done in {seconds:.0f} s ({trained}) -> {out.relative_to(root)}",
-              file=sys.stderr, flush=True)
+    base.mkdir(parents=True, exist_ok=True)
     timing = base / "timings.json"
     old = json.loads(timing.read_text()) if timing.exists() else {}
-    timing.write_text(json.dumps({**old, **times}, indent=1))
+    keep = ("seconds", "runs_trained", "status", "error", "log")
+    timing.write_text(json.dumps({**old, **{n: {k: times[n][k] for k in keep if k in times[n]} for n in names}}, indent=1))
     report = write_report(root, args.profile)
-    print(f"total {sum(t['seconds'] for t in times.values()):.0f} s; report: {report.relative_to(root)}", file=sys.stderr)
-    return 0
+    failed = {n: t for n, t in times.items() if t["status"] != "ok"}
+    say(f"total {time.perf_counter() - start:.0f} s with --jobs {args.jobs}; report: {report.relative_to(root)}")
+    for n, t in failed.items():
+        where = f"; full log: {t['log']}" if t.get("log") else ""
+        say(f"icl: error: {n}: {t['error']}{where}")
+    if not failed:
+        return 0
+    return 2 if all(t.get("ename") in ("ConfigError", None) for t in failed.values()) else 1
 
 
-def cache_entries(root: Path, params: dict) -> int | None:
-    """How many runs the notebook's run cache holds (None without a cache): the difference before
-    and after a notebook says how many it trained rather than read."""
-    cache = params.get("cache_dir")
-    if not cache:
-        return None
-    return sum(1 for f in (root / cache).glob("*/*.json") if not f.name.startswith("."))  # not .tmp-* files
+def parallel_speedup(jobs: int = 2, profile: str = "ci") -> dict:
+    """Wall time of a whole reproduction at `profile`, serial and with `jobs` processes, in one
+    call (the bench's `reproduce_parallel_speedup`)."""
+    from .notebook import repo_root
+
+    root = repo_root()
+    seconds = {}
+    for j in (1, jobs):
+        start = time.perf_counter()
+        results = run_all(root, profile, list(NOTEBOOKS), "cpu", j, log=lambda line: print("  " + line, flush=True))
+        seconds[j] = time.perf_counter() - start
+        if any(r["status"] != "ok" for r in results.values()):
+            raise RuntimeError(f"reproduce --profile {profile} --jobs {j} failed: {results}")
+    return {"profile": profile, "jobs": jobs, "serial_seconds": round(seconds[1], 1),
+            "parallel_seconds": round(seconds[jobs], 1), "cores": os.cpu_count(),
+            "load_average": os.getloadavg()[0], "reproduce_parallel_speedup": round(seconds[1] / seconds[jobs], 2)}
 
 
 def write_report(root: Path, profile: str) -> Path:
@@ -125,6 +380,7 @@ def write_report(root: Path, profile: str) -> Path:
     text = (f"# Reproduction report ({profile} profile)\n\n"
             "Each row is one claim of the paper in our words, the numbers our runs measured, and the verdict "
             "under the criterion written in the notebook before the numbers were computed.\n\n"
+            + failure_lines(times)
             + (markdown_table(table) if rows else "No results yet: run `make reproduce`.\n")
             + "\n" + "".join(f"- `{c['id']}` criterion: {c['criterion']}\n" for c in rows)
             + timing_line(times))
@@ -134,17 +390,27 @@ def write_report(root: Path, profile: str) -> Path:
 
 def timing_line(times: dict) -> str:
     """Wall time of each notebook in its last run, with how many runs it trained (the rest were
-    read from the run cache, which is what makes a second run fast)."""
+    read from the run cache, which is what makes a second run fast), or that it failed."""
     if not times:
         return ""
+
     def part(name, t):
-        if not isinstance(t, dict):  # written before the count existed
-            return f"{name} {t:.0f} s"
+        if t.get("status", "ok") != "ok":
+            return f"{name} FAILED after {t['seconds']:.0f} s"
         trained = "no run cache" if t["runs_trained"] is None else f"{t['runs_trained']} runs trained"
         return f"{name} {t['seconds']:.0f} s ({trained})"
 
     parts = [part(name, t) for name, t in sorted(times.items())]
     return "\nWall time of each notebook's last run: " + ", ".join(parts) + ".\n"
+
+
+def failure_lines(times: dict) -> str:
+    """A warning at the top of the report for each notebook whose last run failed."""
+    lines = [f"> **The last run of `{name}` failed** ({t.get('error', 'no reason recorded')}"
+             + (f"; log: `{t['log']}`" if t.get("log") else "")
+             + "). Its rows below, if any, come from its previous complete run.\n"
+             for name, t in sorted(times.items()) if t.get("status", "ok") != "ok"]
+    return "".join(lines) + ("\n" if lines else "")
 
 
 def figure_link(root: Path, profile: str, figure: str) -> str:

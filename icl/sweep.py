@@ -23,12 +23,21 @@ def read_yaml(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such parameter file")
+    raw = path.read_bytes()
     try:
-        data = yaml.safe_load(path.read_text())
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not a text file (byte 0x{raw[err.start]:02x} at offset {err.start} is not UTF-8); "
+                          "a parameter file is YAML text") from None
+    if "\0" in text:
+        raise ConfigError(f"{path}: not a text file (a NUL byte at offset {text.index(chr(0))}); a parameter file is YAML text")
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
-    if data is None:
-        return {}
+    if data is None or data == {}:
+        raise ConfigError(f"{path}: the file sets nothing; a parameter file must set at least one key "
+                          "(e.g. model, depths; see --help)")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: must hold a mapping of parameter names to values, not {type(data).__name__}")
     return data
@@ -68,6 +77,15 @@ def groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
     return list(out.values())
 
 
+def check_before_training(todo: list[list[RunConfig]], cache: RunCache, memory: bool = True) -> None:
+    """ConfigError if a group cannot fit in this machine's memory or the cache cannot take its results."""
+    from .memory import check_fits
+
+    for group in todo if memory else []:
+        check_fits(group[0], [c.depth for c in group])
+    cache.check_writable()
+
+
 def run_sweep(cfgs: list[RunConfig], cache: RunCache | None = None, progress: bool = True,
               runner: Callable[[list[list[RunConfig]]], list[list[dict]]] | None = None) -> list[dict]:
     """Results in the order of cfgs. Cached runs are read; the others train group by group
@@ -78,6 +96,8 @@ def run_sweep(cfgs: list[RunConfig], cache: RunCache | None = None, progress: bo
     # half cached, and its missing runs trained alone would differ in float rounding from the
     # batched pass of an uninterrupted sweep. Runs already cached keep their entry.
     todo = [g for g in groups(list(results)) if any(results[c] is None for c in g)]
+    if todo:  # refused before anything trains, so that no training is lost
+        check_before_training(todo, cache, memory=runner is None)  # a cluster's nodes have their own memory
 
     def keep(group: list[RunConfig], rs: list[dict]) -> None:
         for c, r in zip(group, rs):

@@ -104,5 +104,6 @@ def test_bounds_are_cached_and_recomputed_when_their_code_changes(tmp_path, monk
     first = bounds.bounds(cfg, [1, 2], 128, cache=runs)
     assert bounds.bounds(cfg, [1, 2], 128, cache=runs) == first and len(calls) == 1
     assert list(tmp_path.glob("*/*.json")) == []  # never counted as a trained run
-    monkeypatch.setattr(cache_mod, "source_digest", lambda names: "changed code")
-    assert bounds.bounds(cfg, [1, 2], 128, cache=runs) == first and len(calls) == 2
+    monkeypatch.setattr(cache_mod, "source_hash", lambda **kw: "changed code")
+    again = bounds.bounds(cfg, [1, 2], 128, cache=runs)
+    assert len(calls) == 2 and again["random_subspace"] == first["random_subspace"]

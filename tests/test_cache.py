@@ -36,9 +36,13 @@ def leftovers(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.name.startswith(".tmp-")]
 
 
+def trained(cfg):
+    return icl.sweep.train_group([cfg], progress=False)[0]
+
+
 def test_store_then_load_round_trip(tmp_path):
     cache, cfg = RunCache(tmp_path), quick()
-    result = {"final_loss": 0.125, "loss_curve": {"step": [0, 4], "loss": [1.0, 0.125]}, "name": "x"}
+    result = trained(cfg)
     assert cache.load(cfg) is None
     path = cache.store(cfg, result)
     assert path == cache.path(cfg) and path.exists()
@@ -47,13 +51,133 @@ def test_store_then_load_round_trip(tmp_path):
     assert not leftovers(tmp_path)
 
 
-def test_key_covers_config_and_code_version(monkeypatch):
+def test_key_covers_config_code_torch_and_device(monkeypatch):
     cfg = quick()
     assert run_key(cfg) == run_key(quick())
     assert run_key(cfg) != run_key(cfg.replace(label_noise=0.1))
     before = run_key(cfg)
-    monkeypatch.setattr(icl.cache, "__version__", "999")
-    assert run_key(cfg) != before
+    for name, value in [("__version__", "999"), ("SOURCE_HASH", "0" * 64)]:
+        with monkeypatch.context() as m:
+            m.setattr(icl.cache, name, value)
+            assert run_key(cfg) != before, name
+    with monkeypatch.context() as m:
+        m.setattr(torch, "__version__", "0.0.1")
+        assert run_key(cfg) != before
+    assert run_key(cfg) == before
+
+
+def test_the_hashed_sources_are_the_training_code():
+    names = {p.name for p in icl.cache.source_files()}
+    assert {"config.py", "tasks.py", "models.py", "train.py", "decomposition.py"} <= names
+    assert "cache.py" not in names and "notebook.py" not in names  # bookkeeping, not results
+
+
+def test_a_one_byte_change_to_the_training_code_changes_every_key(tmp_path, monkeypatch):
+    package = tmp_path / "icl"
+    package.mkdir()
+    for path in (ROOT / "icl").glob("*.py"):
+        (package / path.name).write_bytes(path.read_bytes())
+    assert icl.cache.source_hash(package) == icl.cache.SOURCE_HASH  # a copy hashes the same
+    cfg, cache = quick(), RunCache(tmp_path / "runs")
+    cache.store(cfg, trained(cfg))
+    for name in ("train.py", "models.py", "tasks.py", "config.py", "decomposition.py"):
+        original = (package / name).read_bytes()
+        (package / name).write_bytes(original.replace(b"\n", b" \n", 1))  # one byte more
+        changed = icl.cache.source_hash(package)
+        (package / name).write_bytes(original)
+        assert changed != icl.cache.SOURCE_HASH, name
+        with monkeypatch.context() as m:  # what a process importing the changed code would key by
+            m.setattr(icl.cache, "SOURCE_HASH", changed)
+            assert cache.load(cfg) is None  # the old entry is not served
+    assert cache.load(cfg) is not None
+
+
+def test_a_new_module_imported_by_train_is_hashed_too(tmp_path):
+    package = tmp_path / "icl"
+    package.mkdir()
+    for path in (ROOT / "icl").glob("*.py"):
+        (package / path.name).write_bytes(path.read_bytes())
+    (package / "loop.py").write_text("STEPS = 1\n")
+    train = package / "train.py"
+    train.write_text("from .loop import STEPS\n" + train.read_text())
+    assert package / "loop.py" in icl.cache.source_files(package)
+    before = icl.cache.source_hash(package)
+    (package / "loop.py").write_text("STEPS = 2\n")
+    assert icl.cache.source_hash(package) != before
+
+
+def forge(path: Path, change) -> None:
+    """Rewrite an entry's body with a *valid* checksum: only the content checks can catch it."""
+    entry = json.loads(path.read_text())
+    change(entry)
+    entry["checksum"] = icl.cache._digest(entry["result"])
+    path.write_text(json.dumps(entry))
+
+
+def set_in(keys, value):
+    def change(entry):
+        target = entry
+        for k in keys[:-1]:
+            target = target[k]
+        target[keys[-1]] = value
+    return change
+
+
+FORGERIES = {
+    "another_runs_result": None,  # filled in the test: a whole result of another config
+    "bare_final_loss": lambda e: e.update(result={"final_loss": 0.0}),
+    "entry_config": set_in(["config", "seed"], 7),
+    "result_config": set_in(["result", "config", "seed"], 7),
+    "final_loss_string": set_in(["result", "final_loss"], "0.1"),
+    "final_loss_nan": set_in(["result", "final_loss"], float("nan")),
+    "final_loss_int": set_in(["result", "final_loss"], 0),
+    "converged_int": set_in(["result", "converged"], 1),
+    "curve_lengths": set_in(["result", "loss_curve", "loss"], [0.5]),
+    "curve_inf": set_in(["result", "loss_curve", "loss"], [0.5, float("inf"), 0.1]),
+    "no_validation_loss": lambda e: e["result"].pop("validation_loss"),
+    "decomposition_list": set_in(["result", "decomposition"], [1, 2]),
+    "result_list": lambda e: e.update(result=[1, 2]),
+}
+
+
+@pytest.mark.parametrize("forgery", list(FORGERIES))
+def test_forged_entry_with_a_valid_checksum_is_rejected(tmp_path, capsys, forgery):
+    cache, cfg = RunCache(tmp_path), quick()
+    result = trained(cfg)
+    path = cache.store(cfg, result)
+    if forgery == "another_runs_result":
+        other = quick(seed=3)
+        change = lambda e: e.update(result=trained(other))
+    else:
+        change = FORGERIES[forgery]
+    forge(path, change)
+    assert json.loads(path.read_text())["checksum"] == icl.cache._digest(json.loads(path.read_text())["result"])
+    assert cache.load(cfg) is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0] and "recomputing" in err[0], err
+    [again] = run_sweep([cfg], cache, progress=False)  # recomputed and stored whole again
+    assert again["final_loss"] == result["final_loss"] and cache.load(cfg) == again
+
+
+def test_entries_and_folders_are_readable_by_everyone(tmp_path):
+    old = os.umask(0o077)  # a strict umask must not make entries private
+    try:
+        cache, cfg = RunCache(tmp_path / "shared" / "runs"), quick()
+        path = cache.store(cfg, trained(cfg))
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
+    for folder in (path.parent, tmp_path / "shared" / "runs", tmp_path / "shared"):
+        assert folder.stat().st_mode & 0o777 == 0o755, folder
+
+
+def test_store_log_names_each_new_entry(tmp_path, monkeypatch):
+    log = tmp_path / "stored.txt"
+    monkeypatch.setenv(icl.cache.STORE_LOG, str(log))
+    cache = RunCache(tmp_path / "c")
+    run_sweep([quick(depth=1), quick(depth=2)], cache, progress=False)
+    run_sweep([quick(depth=1), quick(depth=2)], cache, progress=False)  # read, not stored again
+    assert sorted(log.read_text().split()) == sorted(cache.path(quick(depth=L)).stem for L in (1, 2))
 
 
 def corrupt_truncated(path: Path, cache, other) -> None:
@@ -68,7 +192,7 @@ def corrupt_checksum(path: Path, cache, other) -> None:
 
 def corrupt_wrong_key(path: Path, cache, other) -> None:
     # A complete, self-consistent entry of another config, saved under this config's name.
-    cache.store(other, {"final_loss": 0.5})
+    cache.store(other, trained(other))
     path.write_text(cache.path(other).read_text())
 
 
@@ -83,7 +207,7 @@ def test_corrupt_entry_is_rejected_and_recomputed(tmp_path, capsys, corrupt):
     path = cache.path(cfg)
     corrupt(path, cache, quick(seed=7))
     assert cache.load(cfg) is None
-    assert "corrupt" in capsys.readouterr().err
+    assert "corrupt or foreign" in capsys.readouterr().err
     [again] = run_sweep([cfg], cache, progress=False)
     assert again["final_loss"] == first["final_loss"]
     assert cache.load(cfg)["final_loss"] == first["final_loss"]  # the entry is whole again
@@ -103,7 +227,7 @@ class Boom(Exception):
 def test_failed_write_leaves_neither_entry_nor_temp_file(tmp_path, monkeypatch):
     cache, cfg = RunCache(tmp_path), quick()
     with pytest.raises(TypeError):
-        cache.store(cfg, {"final_loss": object()})  # not JSON: fails mid-write
+        cache.store(cfg, {"final_loss": 1.0, "extra": object()})  # not JSON: fails mid-write
     assert not entries(tmp_path) and not leftovers(tmp_path)
 
     def interrupted_replace(src, dst):

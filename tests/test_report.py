@@ -38,16 +38,6 @@ def test_report_gives_each_notebooks_time_and_how_many_runs_it_trained(tmp_path)
     assert ("01_a 300 s (42 runs trained), 02_b 12 s (0 runs trained), 03_c 5 s (no run cache)") in text
 
 
-def test_cache_entries_count_run_files(tmp_path):
-    from icl.reproduce import cache_entries
-
-    (tmp_path / "runs" / "ab").mkdir(parents=True)
-    for name in ("ab/1.json", "ab/2.json", "ab/.tmp-3.json"):  # a write cut short leaves a .tmp-* file
-        (tmp_path / "runs" / name).write_text("{}")
-    assert cache_entries(tmp_path, {"cache_dir": "runs"}) == 2
-    assert cache_entries(tmp_path, {"cache_dir": None}) is None
-
-
 def test_executed_notebooks_carry_no_absolute_paths(tmp_path):
     import nbformat
 

@@ -1,0 +1,111 @@
+"""How much memory a run needs, estimated from its sizes before anything is allocated, so that a
+run that cannot fit is refused in one line instead of failing (or swapping) minutes later.
+
+The estimate counts the float32 tensors of the largest moment of a run: the two held-out sets
+(kept for the whole run), the parameters with their gradients and Adam moments, and the larger
+of one training step (a fresh batch, the activations autograd keeps for the backward pass, the
+gradients of the attention weights) and the final evaluation (chunks of EVAL_CHUNK contexts,
+the query attention of every held-out context, the probes). The shapes below follow models.py
+and train.py; `tests/test_memory.py` checks the estimate against the measured peak.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .config import ConfigError, RunConfig
+
+FLOAT = 4  # bytes: everything trains in float32
+EVAL_CHUNK = 512  # train.EVAL_CHUNK (not imported: this module must not load torch)
+PROBE_CONTEXTS = 256  # train.PROBE_CONTEXTS
+GIB = 2**30
+
+
+def batch_floats(cfg: RunConfig, n: int) -> int:
+    """Sampling n contexts: Gaussians, rotations and their QR, projected inputs, labels, weights."""
+    d, P = cfg.dim, cfg.context_length
+    return 4 * n * d * d + 3 * n * P * d + 4 * n * P + 4 * n * d
+
+
+def held_out_floats(cfg: RunConfig) -> int:
+    """The evaluation and validation sets, kept on the device for the whole run."""
+    d, P, E = cfg.dim, cfg.context_length, cfg.eval_contexts
+    return 2 * E * (P * d + 2 * P + d * d + 2 * d)
+
+
+def step_floats(cfg: RunConfig, depths: list[int], n: int, grad: bool = True, attention: bool = False) -> int:
+    """One forward pass of the stack on n contexts (and its backward if grad): what autograd keeps
+    plus the largest temporaries."""
+    d, P, k = cfg.dim, cfg.context_length, cfg.resolved_key_dim
+    T, M = sum(depths), len(depths)
+    if cfg.model in ("softmax", "untied_values"):
+        # scores and softmax weights (n, T, P), the merged queries (n, T, d); backward: ds (n, T, P)
+        return n * T * (3 * P + 2 * d) if grad else n * T * (2 * P + d)
+    if cfg.model == "linear":
+        # S and M (n, d, d+1); per layer the state (n, d+1) and s Gamma u (n, d), kept for backward
+        return 2 * n * d * (d + 1) + (3 if grad else 1) * n * T * (2 * d + 1)
+    D = d + 1 if cfg.model == "shared_stream" else d
+    state = 4 * P * D + 2 * P if cfg.model == "shared_stream" else 3 * P
+    # per layer: queries and keys of every token (n, ., P, k), the context attention (n, ., P, P)
+    # and the token states; the deepest layers' P x P scores are the largest temporaries
+    per_layer = P * P + 2 * P * k + state
+    kept = n * T * per_layer if grad else n * M * per_layer
+    temporaries = 3 * n * M * P * P  # scores, their softmax, and its gradient (or the next layer's scores)
+    if attention and cfg.model == "context_updates":  # every layer's context attention, stacked
+        kept += 2 * n * T * P * P
+    return kept + temporaries
+
+
+def estimate_bytes(cfg: RunConfig, depths: list[int] | None = None) -> int:
+    """Estimated peak of a run (or of a batched group of depths): see the module docstring."""
+    depths = list(depths or [cfg.depth])
+    d, P, k, B, E = cfg.dim, cfg.context_length, cfg.resolved_key_dim, cfg.batch_size, cfg.eval_contexts
+    T, M = sum(depths), len(depths)
+    params = 4 * (2 * T * k * (d + 1) + 2 * T + M * (d + 1) ** 2)  # weights, gradients, Adam's two moments
+    persistent = held_out_floats(cfg) + params
+    train = batch_floats(cfg, B) + step_floats(cfg, depths, B)
+    chunk = min(EVAL_CHUNK, E)
+    query_attention = 0 if cfg.model == "linear" else 2 * E * T * P  # gathered for token selection
+    evaluate = query_attention + step_floats(cfg, depths, chunk, grad=False, attention=True)
+    if cfg.model == "context_updates":
+        evaluate = max(evaluate, query_attention + step_floats(cfg, depths, min(64, E), grad=False, attention=True))
+    if cfg.track_modes:  # one probe per eigen-direction: d copies of PROBE_CONTEXTS contexts
+        probe = d * min(PROBE_CONTEXTS, E)
+        evaluate = max(evaluate, 2 * probe * P * (d + 1) + step_floats(cfg, depths, min(EVAL_CHUNK, probe), grad=False))
+    generate = batch_floats(cfg, E)  # a held-out set is drawn on the CPU in one piece
+    return FLOAT * (persistent + max(train, evaluate, generate))
+
+
+def memory_limit(device: str) -> tuple[int, str]:
+    """(bytes, what they are): the device's total memory, or the machine's RAM (or the cgroup's
+    limit, if lower). Total, not free: a run over it cannot fit however idle the machine is."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.get_device_properties(0).total_memory, "the GPU's memory"
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    what = "the machine's RAM"
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < total:
+            total, what = int(text), "this container's memory limit"
+    return total, what
+
+
+def check_fits(cfg: RunConfig, depths: list[int] | None = None, device: str | None = None) -> None:
+    """ConfigError (one line: the estimate and the limit) if the run cannot fit in memory."""
+    from .train import resolve_device  # a missing GPU is a config error, before any estimate
+
+    need = estimate_bytes(cfg, depths)
+    device = resolve_device(device or cfg.device).type
+    limit, what = memory_limit(device)
+    if need > limit:
+        layers = sum(depths or [cfg.depth])
+        sizes = f"dim {cfg.dim}, context_length {cfg.context_length}, batch_size {cfg.batch_size}, " \
+                f"eval_contexts {cfg.eval_contexts}, {layers} layer{'s' if layers != 1 else ''}"
+        raise ConfigError(f"memory: {cfg.model} with {sizes} needs about {need / GIB:,.1f} GiB for one training "
+                          f"step and its evaluation, more than {what} ({limit / GIB:,.1f} GiB); "
+                          "lower dim, context_length, batch_size or eval_contexts")

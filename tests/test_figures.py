@@ -1,0 +1,117 @@
+"""Executed notebooks embed their figures whatever the caller's matplotlib backend: a notebook
+run with MPLBACKEND=Agg still has image/png outputs, and every committed executed notebook has an
+image in every cell that draws one."""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from icl.reproduce import NOTEBOOKS
+
+ROOT = Path(__file__).resolve().parents[1]
+DRAWING = {"subplots", "figure", "savefig", "save_figure", "imshow"}  # calls that make or save a figure
+# Committed before plots.style() selected the inline backend (they were executed with
+# MPLBACKEND=Agg): strict xfail, so the test says so once they are regenerated. Empty this set
+# when `make reproduce` has rewritten outputs/.
+COMMITTED_WITHOUT_FIGURES = {"03_difficult", "05_fitting_appendix"}
+
+
+def called_names(node: ast.AST, skip_defs: bool) -> set[str]:
+    """Names of the functions called in node (f(...) and x.f(...)), outside function bodies if skip_defs."""
+    names = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if skip_defs and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and n is not node:
+            continue
+        if isinstance(n, ast.Call):
+            f = n.func
+            names.add(f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", ""))
+        stack.extend(ast.iter_child_nodes(n))
+    return names
+
+
+def drawing_cells(nb) -> list[int]:
+    """Indices of the code cells whose own code draws a figure: a drawing call at the cell's top
+    level, or a call of a function defined in the notebook that draws."""
+    trees = {}
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            try:
+                trees[i] = ast.parse(cell.source)
+            except SyntaxError:  # magics
+                continue
+    drawers = set(DRAWING)
+    for _ in range(3):  # helpers that call helpers
+        for tree in trees.values():
+            for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+                if called_names(fn, skip_defs=False) & drawers:
+                    drawers.add(fn.name)
+    return [i for i, tree in trees.items() if called_names(tree, skip_defs=True) & drawers]
+
+
+def has_image(cell) -> bool:
+    return any("image/png" in out.get("data", {}) for out in cell.get("outputs", []))
+
+
+def missing_figures(path: Path) -> list[str]:
+    nb = nbformat.read(path, 4)
+    return [f"cell {i}: {nb.cells[i].source.strip().splitlines()[0][:60]}" for i in drawing_cells(nb)
+            if not has_image(nb.cells[i])]
+
+
+def test_drawing_cells_are_found():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("def panel(ax):\n    ax.plot([1])\n\ndef figure_of(s):\n    fig, ax = plt.subplots()\n    return fig"),
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("fig = figure_of(s)"),
+        nbformat.v4.new_code_cell("fig, ax = plt.subplots()\npng = nb.save_figure(s, fig, 'a')"),
+    ])
+    assert drawing_cells(nb) == [2, 3]
+
+
+TINY = """\
+# %%
+import matplotlib.pyplot as plt
+from icl import plots
+plots.style()
+
+# %%
+fig, ax = plt.subplots(figsize=(2, 2))
+ax.plot([0, 1], [1, 0])
+"""
+
+
+def test_a_notebook_run_with_mplbackend_agg_embeds_its_figures(tmp_path):
+    import jupytext
+
+    source = tmp_path / "tiny.ipynb"
+    nbformat.write(jupytext.reads(TINY, fmt="py:percent"), source)
+    out = tmp_path / "out.ipynb"
+    env = {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "papermill", str(source), str(out), "-k", "python3"],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    nb = nbformat.read(out, 4)
+    assert drawing_cells(nb) == [1]
+    assert has_image(nb.cells[1]), "MPLBACKEND=Agg left the executed notebook without its figure"
+
+
+COMMITTED = [ROOT / "outputs" / n / f"{n}.ipynb" for n in NOTEBOOKS]
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
+    strict=True, reason="committed without figures (executed with MPLBACKEND=Agg); regenerate outputs/"))
+    if p.stem in COMMITTED_WITHOUT_FIGURES else p for p in COMMITTED], ids=lambda p: p.stem)
+def test_committed_executed_notebooks_have_every_figure(path):
+    if not path.exists():
+        pytest.skip(f"{path.relative_to(ROOT)} is not committed")
+    assert drawing_cells(nbformat.read(path, 4)), "no cell draws a figure: is the detection broken?"
+    missing = missing_figures(path)
+    assert not missing, f"{path.relative_to(ROOT)}: no image output in " + "; ".join(missing)
