@@ -55,6 +55,7 @@ import pandas as pd
 from icl import claims
 from icl import notebook as nb
 from icl import plots, tables
+from icl.sweep import runs_of
 
 plots.style()
 
@@ -157,14 +158,10 @@ timing
 # (hollow circles in the loss-versus-depth figures mark runs that had not).
 
 # %%
-def select(rs, a, b):
-    return [r for r in rs if (r["config"]["input_exponent"], r["config"]["task_exponent"]) == (a, b)]
-
-
 for a, b in s["spectra"]:
     fig, axes = plt.subplots(2, 3, figsize=(12, 6.5), sharey=True, layout="constrained")
     for ax, ((m, k), rs) in zip(axes.flat, runs.items()):
-        plots.training_curves(ax, select(rs, a, b), f"{NAMES[m]}, top-{k}")
+        plots.training_curves(ax, runs_of(rs, (a, b)), f"{NAMES[m]}, top-{k}")
         ax.legend(fontsize=6)
     fig.suptitle(plots.spectrum_label(a, b))
     curves_png = nb.save_figure(s, fig, f"training_curves_{a:g}_{b:g}")
