@@ -1,5 +1,6 @@
 """What every notebook needs and no notebook should define: checked parameters, runs through the
-cache, and outputs (figures, tables, results.json with the claim verdicts) in one place.
+cache, and outputs (figures, tables, results.json with the claim verdicts that `icl.claims`
+records) in one place.
 
 Papermill only *warns* about parameters a notebook does not declare. So the parameters cell ends
 with `nb.end_of_parameters(globals())`, which records the declared names and their defaults; the
