@@ -16,7 +16,7 @@ returns a PowerLawFit with converged=False and NaN in every number, so a sweep c
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -43,17 +43,6 @@ class PowerLawFit:
     def predict(self, depths) -> np.ndarray:
         L = np.asarray(depths, dtype=float)
         return self.L0 + self.c * L ** (-self.alpha)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-def seed_summary(values) -> tuple[np.ndarray, np.ndarray]:
-    """Per-depth mean and standard error over seeds from an (n_seeds, n_depths) array."""
-    v = np.asarray(values, dtype=float)
-    if v.ndim != 2 or v.shape[0] < 2:
-        raise ValueError(f"seed_summary needs an (n_seeds >= 2, n_depths) array, got shape {v.shape}")
-    return v.mean(0), v.std(0, ddof=1) / math.sqrt(v.shape[0])
 
 
 def _check_points(depths: np.ndarray, losses: np.ndarray, n_params: int) -> None:

@@ -2,9 +2,9 @@
 
 A.4's heuristic: each eigen-mode of the data converges exponentially in depth, with its own
 characteristic depth; when those depths are spread as a power law, the summed loss is a power
-law in depth. Here: per-mode convergence depths of the repeated-update reference, the sum of
-exponentially decaying modes with given characteristic depths, and the normalised mode-wise
-training curves that train.py records (track_modes).
+law in depth. Here: per-mode convergence depths of the repeated-update reference, the normalised
+mode-wise training curves that train.py records (track_modes) and whether they collapse, and
+trained linear models read mode by mode. (The heuristic itself is checked in tests/test_theory.py.)
 """
 from __future__ import annotations
 
@@ -37,34 +37,6 @@ def convergence_depths(lam, omega, max_depth: int = 256, level: float = math.exp
     first = np.argmax(below, axis=0) + 1.0
     first[~below.any(0)] = np.inf
     return first
-
-
-def pareto_depths(n: int, alpha: float, tau_min: float = 1.0) -> np.ndarray:
-    """n characteristic depths with P(tau > t) = (t / tau_min)^-alpha, as evenly spaced
-    quantiles (deterministic, so a curve built from them has no sampling noise)."""
-    u = (np.arange(n) + 0.5) / n
-    return tau_min * (1 - u) ** (-1.0 / alpha)
-
-
-def mode_sum_curve(depths, char_depths, weights=None) -> np.ndarray:
-    """Sum_k w_k exp(-L / tau_k) / sum_k w_k at each depth L.
-
-    With equal weights and Pareto(alpha) characteristic depths this behaves as
-    Gamma(alpha + 1) (tau_min / L)^alpha for tau_min << L << max tau: a power law with exponent
-    alpha made of purely exponential pieces."""
-    L = np.asarray(depths, float)[:, None]
-    tau = np.asarray(char_depths, float)[None, :]
-    w = np.ones(tau.shape[1]) if weights is None else np.asarray(weights, float)
-    return (np.exp(-L / tau) * w).sum(1) / w.sum()
-
-
-def spectral_exponent(input_exponent: float, task_exponent: float) -> float:
-    """The heuristic depth exponent of the repeated update for lam_k ~ k^-a, omega_k ~ k^-b and
-    many modes: mode k converges at depth ~ 1 / lam_k ~ k^a and carries weight ~ k^-(a+b), so
-    the weight still unconverged at depth L is ~ L^-(a+b-1)/a. NaN where it does not apply
-    (a <= 0 or a + b <= 1: no power law from this mechanism)."""
-    a, b = input_exponent, task_exponent
-    return (a + b - 1) / a if a > 0 and a + b > 1 else float("nan")
 
 
 def normalised_mode_curves(result: dict) -> tuple[np.ndarray, np.ndarray]:

@@ -1,5 +1,6 @@
 """What every notebook needs and no notebook should define: checked parameters, runs through the
-cache, and outputs (figures, tables, results.json with the claim verdicts) in one place.
+cache, and outputs (figures, tables, results.json with the claim verdicts that `icl.claims`
+records) in one place.
 
 Papermill only *warns* about parameters a notebook does not declare. So the parameters cell ends
 with `nb.end_of_parameters(globals())`, which records the declared names and their defaults; the
@@ -20,7 +21,7 @@ import pandas as pd
 
 from .cache import RunCache
 from .config import ConfigError, RunConfig, field_names
-from .sweep import run_sweep
+from .sweep import expand, run_sweep
 
 _DECLARED: dict[str, object] = {}
 PARAMETER_TYPES = (bool, int, float, str, list, tuple, dict, type(None))
@@ -78,17 +79,17 @@ class Settings:
     def __getitem__(self, key):
         return self.values[key]
 
+    def _run_values(self) -> dict:
+        return {k: v for k, v in self.values.items() if k in field_names()}
+
     def config(self, **overrides) -> RunConfig:
         """The base run config: every RunConfig field the notebook declares, then overrides."""
-        base = {k: v for k, v in self.values.items() if k in field_names()}
-        return RunConfig.from_dict({**base, **overrides}, "parameters")
+        return RunConfig.from_dict({**self._run_values(), **overrides}, "parameters")
 
-    def grid(self, depths, seeds=None, spectra=None, **overrides) -> list[RunConfig]:
-        """Every (spectrum, seed, depth) combination, in that nesting order."""
-        spectra = spectra if spectra is not None else [[self.config().input_exponent, self.config().task_exponent]]
-        seeds = seeds if seeds is not None else [self.config(**overrides).seed]
-        return [self.config(**overrides, input_exponent=a, task_exponent=b, seed=s, depth=L)
-                for a, b in spectra for s in seeds for L in depths]
+    def grid(self, depths, seeds, spectra, **overrides) -> list[RunConfig]:
+        """Every (spectrum, seed, depth) run on the notebook's settings and `overrides`, in that
+        nesting order (`sweep.expand`)."""
+        return expand({**self._run_values(), **overrides, "spectra": spectra, "seeds": seeds, "depths": depths}, "parameters")
 
     def run(self, cfgs: list[RunConfig]) -> list[dict]:
         """Train (or read from the cache) every config; groups train in one batched pass."""
@@ -178,8 +179,9 @@ def losses_frame(results: list[dict]) -> pd.DataFrame:
     rows = []
     for r in results:
         c, dec = r["config"], r.get("decomposition") or {}
+        key_dim = RunConfig.from_dict(c, "result").resolved_key_dim
         rows.append({"model": c["model"], "task": c["task"], "top_k": c["top_k"] if c["task"] == "difficult" else None,
-                     "input_exponent": c["input_exponent"], "task_exponent": c["task_exponent"], "key_dim": c["key_dim"] or c["dim"],
+                     "input_exponent": c["input_exponent"], "task_exponent": c["task_exponent"], "key_dim": key_dim,
                      "depth": c["depth"], "seed": c["seed"], "learning_rate": c["learning_rate"], "loss": r["final_loss"],
                      "A_L": dec.get("A"), "C_L": dec.get("C"), "plateau": r["plateau"], "converged": r["converged"]})
     return pd.DataFrame(rows)

@@ -14,8 +14,10 @@ from .cache import RunCache
 from .config import ConfigError, RunConfig, field_names
 from .train import group_key, train_group
 
-# Plural keys of a sweep file and the RunConfig field each one varies.
-PLURALS = {"depths": "depth", "seeds": "seed", "models": "model", "learning_rates": "learning_rate", "top_ks": "top_k"}
+# Plural keys of a sweep file and the RunConfig field each one varies, outermost first: runs come
+# out spectrum by spectrum, then seed, model, top_k, and depth and learning rate innermost (the two
+# axes a batched group varies, so a group's models stack in the order the file lists them).
+PLURALS = {"seeds": "seed", "models": "model", "top_ks": "top_k", "depths": "depth", "learning_rates": "learning_rate"}
 
 
 def read_yaml(path: str | Path) -> dict:
@@ -44,7 +46,8 @@ def read_yaml(path: str | Path) -> dict:
 
 
 def expand(spec: dict, source: str = "sweep") -> list[RunConfig]:
-    """Every run a sweep mapping describes. `spectra` is a list of [input_exponent, task_exponent]."""
+    """Every run a sweep mapping (or a notebook's `Settings.grid`) describes, nested in the order of
+    PLURALS with `spectra` (a list of [input_exponent, task_exponent]) outermost."""
     allowed = set(field_names()) | set(PLURALS) | {"spectra"}
     unknown = sorted(set(spec) - allowed)
     if unknown:
@@ -54,17 +57,17 @@ def expand(spec: dict, source: str = "sweep") -> list[RunConfig]:
             raise ConfigError(f"{source}: give either {single!r} or {plural!r}, not both")
     base = {k: v for k, v in spec.items() if k in field_names()}
     axes = []
+    if "spectra" in spec:
+        spectra = spec["spectra"]
+        if not isinstance(spectra, list) or not all(isinstance(s, (list, tuple)) and len(s) == 2 for s in spectra):
+            raise ConfigError(f"{source}: spectra must be a list of [input_exponent, task_exponent] pairs, not {spectra!r}")
+        axes.append([{"input_exponent": a, "task_exponent": b} for a, b in spectra])
     for plural, single in PLURALS.items():
         if plural in spec:
             values = spec[plural]
             if not isinstance(values, list) or not values:
                 raise ConfigError(f"{source}: {plural} must be a non-empty list, not {values!r}")
             axes.append([{single: v} for v in values])
-    if "spectra" in spec:
-        spectra = spec["spectra"]
-        if not isinstance(spectra, list) or not all(isinstance(s, (list, tuple)) and len(s) == 2 for s in spectra):
-            raise ConfigError(f"{source}: spectra must be a list of [input_exponent, task_exponent] pairs, not {spectra!r}")
-        axes.append([{"input_exponent": a, "task_exponent": b} for a, b in spectra])
     return [RunConfig.from_dict({**base, **{k: v for d in combo for k, v in d.items()}}, source)
             for combo in itertools.product(*axes)]
 

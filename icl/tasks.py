@@ -39,10 +39,6 @@ class Batch:
     def tensors(self) -> tuple[torch.Tensor, ...]:
         return self.x, self.y, self.xq, self.weights, self.rotation, self.teacher
 
-    def with_labels(self, y: torch.Tensor) -> "Batch":
-        """The same contexts with other labels (the mode-wise probe of M3)."""
-        return Batch(self.x, y, self.xq, self.weights, self.rotation, self.teacher)
-
 
 def power_spectrum(dim: int, exponent: float, device=None) -> torch.Tensor:
     """k^-exponent for k = 1..dim, normalised to sum to dim (exponent 0 is isotropic)."""

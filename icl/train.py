@@ -152,8 +152,7 @@ def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
     assert depths == stack_order(base.model, depths)
     torch.manual_seed(base.seed)
     stack = build(base, depths).to(device)
-    lrs = torch.tensor([cfgs[i].learning_rate for i in order], device=device)
-    opt = StackAdam(stack, lrs)
+    opt = StackAdam(stack, torch.tensor([cfgs[i].learning_rate for i in order], device=device))  # per-model rates
     gen = make_generator(base.seed, device)
     evalset, valset = held_out(base, device, EVAL_SEED), held_out(base, device, VALIDATION_SEED)
     omega = power_spectrum(base.dim, base.task_exponent, device)
@@ -161,7 +160,7 @@ def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
     curve, modes, focus = [], [], []
     first_bad = torch.full((len(cfgs),), -1, device=device)  # (M,) first step with a NaN/inf loss
 
-    def record(step: int) -> None:
+    def record() -> None:
         curve.append(relative_losses(stack, evalset))
         if base.track_modes:
             modes.append(mode_losses(stack, evalset, omega))
@@ -173,26 +172,41 @@ def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
                desc=f"{base.model}/{base.task} L={','.join(map(str, sorted(set(depths))))}")
     for step in range(base.steps):
         if step in checkpoints:
-            record(step)
+            record()
         batch = sample_batch(base, base.batch_size, gen)
         losses = ((stack(batch).pred - batch.target[:, None]) ** 2).mean(0)  # (M,)
         # Noted on the device at every step, read every 25 steps (a read syncs a GPU), so the
         # error names the step where the loss first broke, not the step it was noticed.
         first_bad = torch.where((first_bad < 0) & ~torch.isfinite(losses), step, first_bad)
-        if (step % 25 == 0 or step == base.steps - 1) and bool((first_bad >= 0).any()):
-            m = int(torch.where(first_bad >= 0, first_bad, base.steps).argmin())
-            raise DivergenceError(f"training diverged (loss is NaN or inf) at step {int(first_bad[m])} "
-                                  f"for {base.model} depth {depths[m]}")
+        if step % 25 == 0 or step == base.steps - 1:
+            check_finite(first_bad, base, depths)
         opt.zero_grad()
         losses.sum().backward()
         opt.step(lr_factor(base, step))
         bar.update(1)
     bar.close()
-    record(base.steps)
+    record()
     wall = time.perf_counter() - start
     if not np.isfinite(curve[-1]).all():
         raise DivergenceError(f"training diverged: final evaluation loss is NaN or inf ({base.model})")
-    final = summarise(stack, evalset, valset)
+    return group_results(cfgs, order, device, checkpoints, curve, modes, focus, omega, summarise(stack, evalset, valset), wall)
+
+
+def check_finite(first_bad: torch.Tensor, base: RunConfig, depths: list[int]) -> None:
+    """Raise DivergenceError naming the first step at which any model's loss was NaN or inf
+    (first_bad: (M,), -1 where a model's loss has stayed finite)."""
+    if bool((first_bad >= 0).any()):
+        m = int(torch.where(first_bad >= 0, first_bad, base.steps).argmin())
+        raise DivergenceError(f"training diverged (loss is NaN or inf) at step {int(first_bad[m])} "
+                              f"for {base.model} depth {depths[m]}")
+
+
+def group_results(cfgs: list[RunConfig], order: list[int], device: torch.device, checkpoints: list[int], curve: list,
+                  modes: list, focus: list, omega: torch.Tensor, final: dict, wall: float) -> list[dict]:
+    """One result dict per config, in the order of cfgs (model m of the stack is cfgs[order[m]]).
+    curve, modes, focus: what `record` took at each checkpoint ((M,) losses, (M, d) mode-wise
+    losses, focusing statistics; the last two empty when not tracked); final: `summarise`'s."""
+    base = cfgs[0]
     results = [None] * len(cfgs)
     for m, i in enumerate(order):
         r = {

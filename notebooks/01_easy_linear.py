@@ -54,11 +54,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icl import claims, modes, theory
+from icl import claims, modes
 from icl import notebook as nb
-from icl import plots
-from icl.tables import seed_means
-from icl.fit import fit_power_law
+from icl import plots, tables, theory
+from icl.sweep import runs_of
 from icl.tasks import held_out
 
 plots.style()
@@ -171,12 +170,8 @@ df.pivot_table(index=["input_exponent", "task_exponent"], columns="depth", value
 # loss-against-depth figure mark runs that did not). Both seeds are drawn.
 
 # %%
-spec_of = lambda r: [r["config"]["input_exponent"], r["config"]["task_exponent"]]
-fig, axes = plt.subplots(1, len(s["spectra"]), figsize=(3.3 * len(s["spectra"]), 3), sharey=True, squeeze=False)
-for ax, sp in zip(axes[0], s["spectra"]):
-    plots.training_curves(ax, [r for r in runs if spec_of(r) == sp], label(sp))
-axes[0, 0].legend(fontsize=7)
-curves_png = nb.save_figure(s, fig, "training_curves")
+curves_png = nb.save_figure(s, plots.curve_panels({label(sp): runs_of(runs, sp) for sp in s["spectra"]}, 7),
+                             "training_curves")
 means = df[~df.diverged].groupby(["input_exponent", "task_exponent", "depth"]).loss.mean().unstack("depth")
 rises = {label(k): [int(L) for L, a, b in zip(means.columns[1:], row.values[1:], row.values[:-1]) if a > b]
          for k, row in means.iterrows()}
@@ -189,25 +184,13 @@ print("converged:", int(df.converged.sum()), "of", len(df), "| diverged:", int(d
 # update, dotted: free polynomial (colour: Monte Carlo at this P; grey: population limit).
 
 # %%
-def ref_exponent(curve):
-    """Pure power-law exponent of a reference curve, or None where fewer than three depths are
-    nonzero (the population free polynomial, the isotropic case)."""
-    try:
-        return theory.depth_exponent(curve, s["depths"])
-    except ValueError:
-        return None
-
-
-fits = {}
-for sp in s["spectra"]:
-    part = df[(df.input_exponent == sp[0]) & (df.task_exponent == sp[1]) & ~df.diverged]
-    m = seed_means(part)
-    fits[tuple(sp)] = fit_power_law(m["depth"], m["mean"], L0=0.0)
+parts = {(a, b): df[(df.input_exponent == a) & (df.task_exponent == b) & ~df.diverged] for a, b in s["spectra"]}
+fits = {sp: tables.fit_depths(part, L0=0.0) for sp, part in parts.items()}
 
 # %%
 fig, axes = plt.subplots(1, len(s["spectra"]), figsize=(3.6 * len(s["spectra"]), 3.4), squeeze=False)
 for ax, sp in zip(axes[0], s["spectra"]):
-    part = df[(df.input_exponent == sp[0]) & (df.task_exponent == sp[1]) & ~df.diverged]
+    part = parts[tuple(sp)]
     plots.loss_vs_depth(ax, part, "trained", color=plots.COLORS[0], fit=fits[tuple(sp)])
     r = refs[tuple(sp)]
     for kind, ls in (("repeated", "--"), ("free", ":")):
@@ -227,13 +210,13 @@ depth_png = nb.save_figure(s, fig, "loss_vs_depth")
 # %%
 def exponent_row(sp):
     f, r = fits[tuple(sp)], refs[tuple(sp)]
-    e = {name: ref_exponent(r[where][kind]) for name, (where, kind) in
+    e = {name: tables.reference_exponent(r[where][kind], s["depths"]) for name, (where, kind) in
          {"rep_mc": ("mc", "repeated"), "free_mc": ("mc", "free"),
           "rep_pop": ("population", "repeated"), "free_pop": ("population", "free")}.items()}
     row = {"spectrum": label(sp), "input_exponent": sp[0], "task_exponent": sp[1],
            "range_population": r["population"]["range_population"], "range_context_median": r["mc"]["range_empirical_median"],
            "alpha": f.alpha, "alpha_se": f.alpha_se, "c": f.c, "r2": f.r2}
-    row.update({f"alpha_{k}": (v.alpha if v is not None else np.nan) for k, v in e.items()})
+    row.update({f"alpha_{k}": v for k, v in e.items()})
     row["between"] = bool(row["alpha_rep_mc"] - SE_BAND * f.alpha_se <= f.alpha <= row["alpha_free_mc"] + SE_BAND * f.alpha_se)
     return row
 
@@ -250,8 +233,7 @@ table2.drop(columns=["input_exponent", "task_exponent"]).round(3)
 # Frobenius norm that lies along the identity (1 for Γ_l ∝ I), averaged over layers.
 
 # %%
-deep = next(r for r in runs if spec_of(r) == mode_spec and r["config"]["depth"] == max(s["depths"])
-            and r["config"]["seed"] == s["seeds"][0])
+deep = runs_of(runs, mode_spec, depth=max(s["depths"]), seed=s["seeds"][0])[0]
 gammas, readout, scale = modes.polynomial_of(deep)
 ev = held_out(s.config(**{k: deep["config"][k] for k in ("model", "task", "input_exponent", "task_exponent")}),
               torch.device("cpu"))
@@ -276,7 +258,7 @@ s_eigs = np.linalg.eigvalsh(np.einsum("bpi,bpj->bij", x, x) / x.shape[1]).ravel(
 grid = np.geomspace(max(s_eigs.min(), 1e-4), s_eigs.max(), 200)
 fig, ax = plt.subplots(figsize=(5.5, 3.4))
 gains = {}
-for r in sorted((r for r in runs if spec_of(r) == mode_spec and r["config"]["seed"] == s["seeds"][0]), key=lambda r: r["config"]["depth"]):
+for r in sorted(runs_of(runs, mode_spec, seed=s["seeds"][0]), key=lambda r: r["config"]["depth"]):
     g, rd, sc = modes.polynomial_of(r)
     line = ax.plot(grid, modes.effective_polynomial(g, rd, grid, sc), lw=1.2, label=f"L = {r['config']['depth']}")
     gains[r["config"]["depth"]] = modes.mode_gains(g, rd, lam_sphere, sc, n_rotations=32)
@@ -297,7 +279,7 @@ pd.DataFrame({"gain, strongest mode": {L: v[0] for L, v in gains.items()},
 # variance). If strong directions are learned first the dark curves fall first.
 
 # %%
-tracked = {L: [r for r in runs if spec_of(r) == mode_spec and r["config"]["depth"] == L] for L in s["depths"]}
+tracked = {L: runs_of(runs, mode_spec, depth=L) for L in s["depths"]}
 shown = [min(s["depths"]), max(s["depths"])]
 fig, axes = plt.subplots(1, 2, figsize=(8, 3.2), sharey=True)
 order, spread, half = {}, {}, {}

@@ -34,6 +34,7 @@ import pandas as pd
 from icl import claims
 from icl import notebook as nb
 from icl import plots
+from icl.sweep import runs_of
 
 plots.style()
 
@@ -87,12 +88,8 @@ df.pivot_table(index=["input_exponent", "task_exponent"], columns="depth", value
 # loss-versus-depth figure mark runs that did not).
 
 # %%
-fig, axes = plt.subplots(1, len(s["spectra"]), figsize=(3.2 * len(s["spectra"]), 3), sharey=True, squeeze=False)
-for ax, (a, b) in zip(axes[0], s["spectra"]):
-    sel = [r for r in runs if (r["config"]["input_exponent"], r["config"]["task_exponent"]) == (a, b)]
-    plots.training_curves(ax, sel, plots.spectrum_label(a, b))
-axes[0, 0].legend(fontsize=8)
-curves_png = nb.save_figure(s, fig, "training_curves")
+panels = plots.curve_panels({plots.spectrum_label(*sp): runs_of(runs, sp) for sp in s["spectra"]}, 8)
+curves_png = nb.save_figure(s, panels, "training_curves")
 
 # %% [markdown]
 # ## Loss against depth

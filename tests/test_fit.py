@@ -1,8 +1,10 @@
 """The power-law fit recovers known exponents and floors, and refuses what it cannot fit."""
 import numpy as np
+import pandas as pd
 import pytest
 
-from icl.fit import FitError, fit_power_law, fit_shared_error_gap, seed_summary
+from icl.fit import FitError, fit_power_law, fit_shared_error_gap
+from icl.tables import seed_means
 
 ALPHA, FLOOR, C = 0.9, 0.15, 0.6
 
@@ -85,7 +87,9 @@ def test_seed_errors_weight_the_fit():
     """Per-depth means and standard errors over seeds: a point with a huge error barely counts."""
     L = depth_grid(15)
     seeds = np.stack([noisy_curve(L, noise=0.02, seed=s) for s in range(5)])
-    mean, se = seed_summary(seeds)
+    frame = pd.DataFrame([{"depth": l, "seed": s, "loss": seeds[s, i]} for s in range(5) for i, l in enumerate(L)])
+    m = seed_means(frame)
+    mean, se = m["mean"].to_numpy(copy=True), m["sem"].to_numpy(copy=True)
     assert mean.shape == se.shape == L.shape and (se > 0).all()
     mean[3] *= 3.0  # one corrupted depth ...
     se[3] = 10.0 * mean[3]  # ... that the seeds say is unreliable
@@ -93,8 +97,7 @@ def test_seed_errors_weight_the_fit():
     plain = fit_power_law(L, mean)
     assert abs(weighted.alpha - ALPHA) < 3 * weighted.alpha_se
     assert abs(plain.alpha - ALPHA) > abs(weighted.alpha - ALPHA)
-    with pytest.raises(ValueError, match="n_seeds >= 2"):
-        seed_summary(seeds[:1])
+    assert (seed_means(frame[frame.seed == 0])["sem"] == 0).all()  # one seed: no spread to weight by
 
 
 def test_shared_error_gap_recovers_its_exponent_and_skips_depth_one():

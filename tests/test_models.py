@@ -1,4 +1,4 @@
-"""The models of SPEC §2 against hand computations, their masks and shapes, stacks against
+"""The models of the paper (§2) against hand computations, their masks and shapes, stacks against
 models built alone, and training: batched groups, determinism."""
 import math
 
@@ -45,7 +45,7 @@ def masked_attention(Q, K, Z, linear: bool) -> np.ndarray:
 
 
 def reference(model: str, p: dict, x, y, xq, step: float) -> float:
-    """One model's prediction for one context, by the equations of SPEC §2 (numpy, float64)."""
+    """One model's prediction for one context, by the equations of the paper's §2 (numpy, float64)."""
     L, P = p["query"].shape[0], len(y)
     X = np.vstack([x, xq])  # (P+1, d): the query is the last token
     h = np.append(y, 0.0)  # label states; the query's starts at 0
@@ -136,7 +136,7 @@ def test_linear_prediction_is_linear_in_the_query():
 
 
 def test_linear_model_is_the_ordered_polynomial():
-    """SPEC §2: L steps of preconditioned in-context GD, computed by hand with numpy."""
+    """Paper §2 (the linear model, A.1): L steps of preconditioned in-context GD, computed by hand with numpy."""
     cfg = tiny_config(model="linear", dim=4, context_length=8, key_dim=3)
     L = 3
     stack = built(cfg, [L], seed=3)

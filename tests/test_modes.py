@@ -1,6 +1,7 @@
 """The mode-wise readings of trained linear models (icl.modes, notebook 01): learning order,
 convergence depths, and the A.1 polynomial evaluated per mode, each against a case whose answer
 is known."""
+import dataclasses
 import math
 
 import numpy as np
@@ -62,7 +63,7 @@ def test_polynomial_predictions_match_a_trained_style_result():
         model.readout.fill_(1.4)
         b = sample_batch(cfg, 8, make_generator(3, torch.device("cpu")))
         b = Batch(*(t.double() for t in b.tensors()))
-        b = b.with_labels(torch.einsum("bpd,bd->bp", b.x, b.teacher))
+        b = dataclasses.replace(b, y=torch.einsum("bpd,bd->bp", b.x, b.teacher))
         pred = model(b).pred[:, 0].numpy()
     result = {"config": cfg.to_dict(), "parameters": {"gammas": model.gammas()[0].detach().tolist(), "readout": 1.4}}
     gammas, readout, scale = polynomial_of(result)

@@ -204,6 +204,15 @@ def test_expand_crosses_every_axis():
     assert {(c.input_exponent, c.task_exponent) for c in cfgs} == {(0.0, 0.0), (1.0, 0.5)}
 
 
+def test_expand_nests_spectrum_then_seed_outermost_and_depth_then_learning_rate_innermost():
+    spec = {k: v for k, v in TINY.items() if k != "learning_rate"}
+    cfgs = expand({**spec, "depths": [2, 1], "seeds": [1, 0], "spectra": [[1.0, 0.5], [0, 0]],
+                   "learning_rates": [0.01, 0.02]})
+    order = [(c.input_exponent, c.task_exponent, c.seed, c.depth, c.learning_rate) for c in cfgs]
+    assert order == [(a, b, s, L, lr) for a, b in ((1.0, 0.5), (0.0, 0.0)) for s in (1, 0) for L in (2, 1)
+                     for lr in (0.01, 0.02)]
+
+
 @pytest.mark.parametrize("path", sorted((Path(__file__).parents[1] / "params" / "sweeps").glob("*.yaml")), ids=lambda p: p.name)
 def test_example_sweep_files_are_valid_sweeps(path):
     from icl.sweep import groups, read_yaml

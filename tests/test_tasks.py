@@ -1,5 +1,5 @@
-"""Statistics of the task generator (SPEC §1), checked against theory or against an independent
-numpy recomputation."""
+"""Statistics of the task generator (paper §2.1; our choices: README, "Modelling choices that are
+ours"), checked against theory or against an independent numpy recomputation."""
 import numpy as np
 import pytest
 import torch

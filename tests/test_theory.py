@@ -1,5 +1,6 @@
 """Linear-attention theory (Appendix A): known values, orderings, limits and agreement with the
 repository's own model and sampler."""
+import dataclasses
 import math
 
 import numpy as np
@@ -10,8 +11,7 @@ from numpy.polynomial import chebyshev
 from icl.config import RunConfig
 from icl.fit import fit_power_law
 from icl.models import build
-from icl.modes import (convergence_depths, mode_sum_curve, normalised_mode_curves, pareto_depths,
-                       repeated_update_residuals, spectral_exponent)
+from icl.modes import convergence_depths, normalised_mode_curves, repeated_update_residuals
 from icl.tasks import Batch, make_generator, sample_batch
 from icl.theory import (Measure, covariance_polynomial, depth_exponent, empirical_measure, free_polynomial_curve,
                         free_polynomial_loss, linear_floor_mc, mc_references, population_measure,
@@ -117,7 +117,7 @@ def test_covariance_polynomial_reproduces_the_model_outputs(residual_scale, scal
         model.readout.fill_(0.7)
         b = sample_batch(cfg, 6, make_generator(1, torch.device("cpu")))
         b = Batch(*(t.double() for t in b.tensors()))
-        b = b.with_labels(torch.einsum("bpd,bd->bp", b.x, b.teacher))  # labels exact in float64
+        b = dataclasses.replace(b, y=torch.einsum("bpd,bd->bp", b.x, b.teacher))  # labels exact in float64
         pred = model(b).pred[:, 0].numpy()
     x, xq, w = b.x.numpy(), b.xq.numpy(), b.teacher.numpy()
     S = np.einsum("bpi,bpj->bij", x, x) / x.shape[1]
@@ -177,6 +177,36 @@ def test_depth_exponent_of_a_power_law_and_of_curves_that_vanish():
 
 
 # ---------------------------------------------------------------- A.4: mode-wise picture
+# A.4's heuristic, written out here to check it: exponentially converging modes whose
+# characteristic depths are spread as a power law sum to a power law in depth.
+
+
+def pareto_depths(n: int, alpha: float, tau_min: float = 1.0) -> np.ndarray:
+    """n characteristic depths with P(tau > t) = (t / tau_min)^-alpha, as evenly spaced
+    quantiles (deterministic, so a curve built from them has no sampling noise)."""
+    u = (np.arange(n) + 0.5) / n
+    return tau_min * (1 - u) ** (-1.0 / alpha)
+
+
+def mode_sum_curve(depths, char_depths, weights=None) -> np.ndarray:
+    """Sum_k w_k exp(-L / tau_k) / sum_k w_k at each depth L.
+
+    With equal weights and Pareto(alpha) characteristic depths this behaves as
+    Gamma(alpha + 1) (tau_min / L)^alpha for tau_min << L << max tau: a power law with exponent
+    alpha made of purely exponential pieces."""
+    L = np.asarray(depths, float)[:, None]
+    tau = np.asarray(char_depths, float)[None, :]
+    w = np.ones(tau.shape[1]) if weights is None else np.asarray(weights, float)
+    return (np.exp(-L / tau) * w).sum(1) / w.sum()
+
+
+def spectral_exponent(input_exponent: float, task_exponent: float) -> float:
+    """The heuristic depth exponent of the repeated update for lam_k ~ k^-a, omega_k ~ k^-b and
+    many modes: mode k converges at depth ~ 1 / lam_k ~ k^a and carries weight ~ k^-(a+b), so
+    the weight still unconverged at depth L is ~ L^-(a+b-1)/a. NaN where it does not apply
+    (a <= 0 or a + b <= 1: no power law from this mechanism)."""
+    a, b = input_exponent, task_exponent
+    return (a + b - 1) / a if a > 0 and a + b > 1 else float("nan")
 
 
 @pytest.mark.parametrize("alpha", [0.5, 1.0])
