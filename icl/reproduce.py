@@ -371,8 +371,9 @@ def write_report(root: Path, profile: str) -> Path:
     import pandas as pd
 
     from .notebook import markdown_table
+    from .report import by_rank, rank_section, regime_section
 
-    table = pd.DataFrame([{"id": c["id"], "claim": c["claim"], "status": c["status"],
+    table = pd.DataFrame([{"id": c["id"], "claim": c["claim"], "status": c["status"], "by key_dim": by_rank(c),
                            "measured": "; ".join(f"{k} = {_short(v)}" for k, v in c["measured"].items()),
                            "figure": figure_link(root, profile, c["figure"])}
                           for c in rows])
@@ -380,9 +381,10 @@ def write_report(root: Path, profile: str) -> Path:
     text = (f"# Reproduction report ({profile} profile)\n\n"
             "Each row is one claim of the paper in our words, the numbers our runs measured, and the verdict "
             "under the criterion written in the notebook before the numbers were computed.\n\n"
-            + failure_lines(times)
+            + failure_lines(times) + regime_section(base) + "## The claims\n\n"
             + (markdown_table(table) if rows else "No results yet: run `make reproduce`.\n")
-            + "\n" + "".join(f"- `{c['id']}` criterion: {c['criterion']}\n" for c in rows)
+            + "\n" + rank_section(rows, _short)
+            + "\n## The criteria\n\n" + "".join(f"- `{c['id']}` criterion: {c['criterion']}\n" for c in rows)
             + timing_line(times))
     (base / "REPORT.md").write_text(text)
     return base / "REPORT.md"
