@@ -15,6 +15,7 @@ import platform
 import resource
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -24,12 +25,13 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from . import __version__
 from .config import RunConfig
-from .models import Stack, build, stack_order
-from .tasks import make_generator, sample_batch
+from .models import Cascade, Output, Stack, build, stack_order
+from .tasks import Batch, make_generator, sample_batch
 from .train import StackAdam, resolve_device
 
 # Targets (a benchmark, not a timed test): speed-up of icl over the reference.
-TARGETS = {"softmax": {64: 20.0}, "linear": {64: 5.0}, "sweep": 2.0}
+TARGETS = {"softmax": {64: 20.0}, "linear": {64: 5.0}, "sweep": 2.0, "generalised": 5.0}
+DEEP_MEMORY_MIB = 2048  # the deep sweep's peak memory (icl alone, a fresh process) must stay below
 TOLERANCE = 1e-4  # relative difference allowed between the two sides' losses and gradients (float32)
 
 
@@ -69,14 +71,115 @@ class Reference(nn.Module):
         return self.readout * h[:, P, 0]  # (B,)
 
 
+class Looped(Cascade):
+    """The generalised models' first implementation, kept as the reference their fast versions in
+    icl.models are checked and timed against: layer j of the models deeper than j, one einsum per
+    term, the per-layer predictors assigned model by model. Same parameters, same names."""
+
+    def active(self, j: int) -> tuple[int, torch.Tensor]:
+        n = sum(1 for L in self.depths if L > j)
+        return n, self.offsets[:n] + j
+
+    @staticmethod
+    def update_prefix(state: torch.Tensor, n: int, new: torch.Tensor) -> torch.Tensor:
+        """Replace the first n models' entries (dim 1) without in-place ops on autograd tensors."""
+        return new if n == state.shape[1] else torch.cat([new, state[:, n:]], dim=1)
+
+
+class LoopedContextUpdates(Looped):
+    """icl.models.ContextUpdates as it was first written (§C.3): one einsum per layer, a loop over
+    the models for the per-layer predictors."""
+
+    def __init__(self, cfg: RunConfig, depths: list[int]):
+        super().__init__(cfg, depths, cfg.dim)
+        self.readout = nn.Parameter(torch.ones(self.n_models))  # r * v
+        self.context_scalar = nn.Parameter(torch.zeros(len(self.layer_model)))  # u_l, starts off
+
+    def forward(self, batch: Batch, attention: bool = False) -> Output:
+        B, P = batch.y.shape
+        h = batch.y.unsqueeze(1).expand(B, self.n_models, P)
+        g = [None] * len(self.layer_model)
+        qa, ca = [None] * len(g), [None] * len(g)
+        for j in range(max(self.depths)):
+            n, idx = self.active(j)
+            qx = torch.einsum("mkd,bpd->bmpk", self.query[idx], batch.x)
+            kx = torch.einsum("mkd,bpd->bmpk", self.key[idx], batch.x)
+            qq = torch.einsum("mkd,bd->bmk", self.query[idx], batch.xq)
+            att_q = torch.softmax(torch.einsum("bmk,bmpk->bmp", qq, kx), dim=-1)  # (B, n, P)
+            att_c = torch.softmax(torch.einsum("bmpk,bmqk->bmpq", qx, kx), dim=-1)  # (B, n, P, P)
+            f = torch.einsum("bmp,bmp->bm", att_q, h[:, :n])  # the query reads the current states
+            for m, t in enumerate(idx.tolist()):
+                g[t] = f[:, m] * self.readout[m]
+                if attention:
+                    qa[t], ca[t] = att_q[:, m], att_c[:, m]
+            u = self.context_scalar[idx]
+            h = self.update_prefix(h, n, h[:, :n] + u[:, None] * torch.einsum("bmpq,bmq->bmp", att_c, h[:, :n]))
+        g = torch.stack(g, dim=1) * self.layer_gain  # (B, T)
+        out = Output(self.ensemble(g), g)
+        if attention:
+            out.query_attention, out.context_attention = torch.stack(qa, 1), torch.stack(ca, 1)
+        return out
+
+
+class LoopedSharedStream(Looped):
+    """icl.models.SharedStream as it was first written (§C.1): one einsum per layer and term, a
+    loop over the models for the per-layer predictors."""
+
+    def __init__(self, cfg: RunConfig, depths: list[int]):
+        super().__init__(cfg, depths, cfg.dim + 1)
+        D = cfg.dim + 1
+        self.value = nn.Parameter(torch.eye(D).repeat(self.n_models, 1, 1))  # (M, D, D), copy init
+        self.readout = nn.Parameter(nn.functional.one_hot(torch.tensor(D - 1), D).float().repeat(self.n_models, 1))
+
+    def forward(self, batch: Batch, attention: bool = False) -> Output:
+        B, P = batch.y.shape
+        M = self.n_models
+        z = torch.cat([batch.x, batch.y.unsqueeze(-1)], -1).unsqueeze(1).expand(B, M, P, self.in_dim)
+        zq = torch.cat([batch.xq, batch.xq.new_zeros(B, 1)], -1).unsqueeze(1).expand(B, M, self.in_dim)
+        base = torch.einsum("bmD,mD->bm", zq, self.readout)  # r . z_q^0
+        g, qa = [None] * len(self.layer_model), [None] * len(self.layer_model)
+        for j in range(max(self.depths)):
+            n, idx = self.active(j)
+            Q, K, V = self.query[idx], self.key[idx], self.value[:n]
+            kz = torch.einsum("mkD,bmpD->bmpk", K, z[:, :n])
+            qz = torch.einsum("mkD,bmpD->bmpk", Q, z[:, :n])
+            qq = torch.einsum("mkD,bmD->bmk", Q, zq[:, :n])
+            att_q = torch.softmax(torch.einsum("bmk,bmpk->bmp", qq, kz), dim=-1)
+            att_c = torch.softmax(torch.einsum("bmpk,bmqk->bmpq", qz, kz), dim=-1)
+            step = self.update_scale[:n]
+            dq = step[:, None] * torch.einsum("bmp,bmpD,mED->bmE", att_q, z[:, :n], V)
+            dz = step[:, None, None] * torch.einsum("bmpq,bmqD,mED->bmpE", att_c, z[:, :n], V)
+            contrib = torch.einsum("bmE,mE->bm", dq, self.readout[:n])  # r . Delta_l
+            for m, t in enumerate(idx.tolist()):
+                g[t] = base[:, m] + self.depths[m] * contrib[:, m]
+                if attention:
+                    qa[t] = att_q[:, m]
+            zq = self.update_prefix(zq, n, zq[:, :n] + dq)
+            z = self.update_prefix(z, n, z[:, :n] + dz)
+        g = torch.stack(g, dim=1)
+        pred = torch.einsum("bmD,mD->bm", zq, self.readout)
+        return Output(pred, g, torch.stack(qa, 1) if attention else None)
+
+
+LOOPED = {"context_updates": LoopedContextUpdates, "shared_stream": LoopedSharedStream}
+
+
+def perturbed(stack: Stack, seed: int) -> Stack:
+    """The stack with every parameter moved away from its initialisation, so that no symmetry
+    (ones, identities, zeros) hides a mistake."""
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(seed)
+        for p in stack.parameters():
+            p.add_(torch.randn(p.shape, generator=gen).to(p.device) * 0.3)
+    return stack
+
+
 def check_same(cfg: RunConfig, depths: list[int], device: torch.device, seed: int = 1) -> dict:
     """Losses and gradients of an icl stack and of references holding the same weights, on one
     batch: the largest relative differences."""
-    stack = build(cfg, stack_order(cfg.model, depths)).to(device)
-    with torch.no_grad():  # away from the initialisation, so no symmetry hides a mistake
-        gen = torch.Generator().manual_seed(seed)
-        for p in stack.parameters():
-            p.add_(torch.randn(p.shape, generator=gen).to(device) * 0.3)
+    if cfg.model in LOOPED:
+        return check_same_looped(cfg, depths, device, seed)
+    stack = perturbed(build(cfg, stack_order(cfg.model, depths)).to(device), seed)
     batch = sample_batch(cfg, cfg.batch_size, make_generator(seed, device))
     losses = ((stack(batch).pred - batch.target[:, None]) ** 2).mean(0)  # (M,)
     losses.sum().backward()
@@ -95,9 +198,36 @@ def check_same(cfg: RunConfig, depths: list[int], device: torch.device, seed: in
             "same": loss_diff < TOLERANCE and grad_diff < TOLERANCE}
 
 
-def icl_trainer(cfg: RunConfig, depths: list[int], device: torch.device) -> Callable[[], None]:
-    """One training step of an icl stack of the given depths: fresh batch, loss, Adam."""
-    stack = build(cfg, stack_order(cfg.model, depths)).to(device)
+def check_same_looped(cfg: RunConfig, depths: list[int], device: torch.device, seed: int = 1) -> dict:
+    """A generalised model's stack against its first implementation (LOOPED) holding the same
+    weights, on one batch: the largest relative differences of the losses, of the per-layer
+    predictors g_l and of every parameter's gradient."""
+    fast = perturbed(build(cfg, stack_order(cfg.model, depths)).to(device), seed)
+    looped = LOOPED[cfg.model](cfg, fast.depths).to(device)
+    looped.load_state_dict(fast.state_dict())
+    batch = sample_batch(cfg, cfg.batch_size, make_generator(seed, device))
+    sides = []
+    for stack in (fast, looped):
+        out = stack(batch)
+        losses = ((out.pred - batch.target[:, None]) ** 2).mean(0)  # (M,)
+        losses.sum().backward()
+        grads = {n: p.grad if p.grad is not None else torch.zeros_like(p) for n, p in stack.named_parameters()}
+        sides.append((losses.detach(), out.layer_preds.detach(), grads))
+    (loss, g, grad), (ref_loss, ref_g, ref_grad) = sides
+    rel = lambda a, b: float((a - b).abs().max() / b.abs().max().clamp(min=1e-30))
+    loss_diff = float(((loss - ref_loss).abs() / ref_loss.abs()).max())
+    grad_diff = max(rel(grad[n], ref_grad[n]) if ref_grad[n].abs().max() > 0 else float(grad[n].abs().max())
+                    for n in ref_grad)
+    pred_diff = rel(g, ref_g)
+    return {"loss_rel_diff": loss_diff, "grad_rel_diff": grad_diff, "layer_pred_rel_diff": pred_diff,
+            "same": loss_diff < TOLERANCE and grad_diff < TOLERANCE and pred_diff < TOLERANCE}
+
+
+def icl_trainer(cfg: RunConfig, depths: list[int], device: torch.device, looped: bool = False) -> Callable[[], None]:
+    """One training step of an icl stack of the given depths: fresh batch, loss, Adam. `looped`:
+    the generalised model's first implementation (LOOPED) instead."""
+    depths = stack_order(cfg.model, depths)
+    stack = (LOOPED[cfg.model](cfg, depths) if looped else build(cfg, depths)).to(device)
     opt = StackAdam(stack, torch.full((len(depths),), cfg.learning_rate, device=device))
     gen = make_generator(cfg.seed, device)
 
@@ -196,15 +326,16 @@ def max_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
-def icl_only_rss(args) -> float:
-    """Max RSS (MiB) of a fresh process that only trains icl, three steps of every case: the
-    benchmark's own peak includes the references' full attention."""
+def icl_only_rss(args, only: list[str] | None = None) -> float:
+    """Max RSS (MiB) of a fresh process that only trains icl, three steps of every case (or of the
+    cases named in `only`): the benchmark's own peak includes the references' full attention."""
     import json
     import subprocess
     import sys
 
     code = "import sys; from icl.bench import rss_probe; print(rss_probe(sys.argv[1]))"
-    out = subprocess.run([sys.executable, "-c", code, json.dumps(vars(args))], capture_output=True, text=True, check=True)
+    probe = {**vars(args), "only": only if only is not None else args.only}
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(probe)], capture_output=True, text=True, check=True)
     return float(out.stdout.split()[-1])
 
 
@@ -216,8 +347,8 @@ def rss_probe(args_json: str) -> float:
     args = argparse.Namespace(**json.loads(args_json))
     if args.threads:
         torch.set_num_threads(args.threads)
-    for _, cfg, depths, _, _ in cases(args):
-        step = icl_trainer(cfg, depths, resolve_device(args.device))
+    for case in cases(args):
+        step = icl_trainer(case.cfg, case.depths, resolve_device(args.device))
         for _ in range(3):
             step()
     try:  # VmHWM is this process's own peak; ru_maxrss may keep the parent's from before exec
@@ -227,44 +358,82 @@ def rss_probe(args_json: str) -> float:
         return max_rss_mib()
 
 
-def run_case(name: str, cfg: RunConfig, depths: list[int], device: torch.device, repeats: int,
-             target: float | None, reference: bool = True) -> dict:
+@dataclass
+class Case:
+    name: str
+    cfg: RunConfig
+    depths: list[int]  # one stack of these depths
+    target: float | None = None  # speed-up aimed at (of speedup_vs_reference, or of the sweep over one after another)
+    reference: str | None = "full"  # "full": Reference models one after another; "looped": LOOPED's stack; None
+    shallow: list[int] | None = None  # also time icl on these depths and report the ratio (the deep sweep)
+
+
+def run_case(case: Case, device: torch.device, repeats: int) -> dict:
     """icl (one stack of all `depths`) against the reference and, for a sweep, against icl's own
     models trained one after another (the references always train one after another)."""
+    cfg, depths = case.cfg, case.depths
     check = check_same(cfg, depths, device)
     icl_step = icl_trainer(cfg, depths, device)
     contenders = {"icl": icl_step}
-    if reference:
+    if case.reference == "full":
         contenders["reference"] = one_after_another([reference_trainer(cfg, L, device) for L in depths])
-    if len(depths) > 1:
+    elif case.reference == "looped":
+        contenders["reference"] = icl_trainer(cfg, depths, device, looped=True)
+    if case.shallow:
+        contenders["icl_shallow"] = icl_trainer(cfg, case.shallow, device)
+    elif len(depths) > 1 and case.reference != "looped":
         contenders["icl_one_after_another"] = one_after_another([icl_trainer(cfg, [L], device) for L in depths])
     flops = step_flops(icl_step)
     sec, cpu = seconds_per_step(contenders, repeats, device)
-    row = {"case": name, "model": cfg.model, "depths": depths, "layers": sum(depths), **check,
-           "steps_per_second": {k: 1.0 / v for k, v in sec.items()}, "cpu_seconds_per_step": cpu,
-           "icl_matmul_flops_per_step": flops, "icl_flop_rate": flops / sec["icl"],
+    row = {"case": case.name, "model": cfg.model, "depths": depths, "layers": sum(depths),
+           "dim": cfg.dim, "context_length": cfg.context_length, "batch_size": cfg.batch_size,
+           "key_dim": cfg.resolved_key_dim, **check,
+           "steps_per_second": {k: 1.0 / v for k, v in sec.items()}, "seconds_per_step": sec,
+           "cpu_seconds_per_step": cpu, "icl_matmul_flops_per_step": flops, "icl_flop_rate": flops / sec["icl"],
            "icl_flops_per_cpu_second": flops / cpu["icl"]}
     for other, key in (("reference", "speedup_vs_reference"), ("icl_one_after_another", "speedup_vs_one_after_another")):
         if other in sec:
             row[key] = sec[other] / sec["icl"]
             row[key + "_cpu_time"] = cpu[other] / cpu["icl"]
-    key = "speedup_vs_one_after_another" if len(depths) > 1 else "speedup_vs_reference"
-    if target is not None:
-        row.update(target=target, target_of=key, target_met=bool(row[key] >= target))
+    if case.shallow:
+        row["shallow_depths"] = case.shallow
+        row["ratio_to_shallow"] = sec["icl"] / sec["icl_shallow"]
+        row["ratio_to_shallow_cpu_time"] = cpu["icl"] / cpu["icl_shallow"]
+    key = "speedup_vs_one_after_another" if "icl_one_after_another" in sec else "speedup_vs_reference"
+    if case.target is not None:
+        row.update(target=case.target, target_of=key, target_met=bool(row[key] >= case.target))
     return row
 
 
-def cases(args) -> list[tuple[str, RunConfig, list[int], float | None, bool]]:
+def sweep_name(depths: list[int]) -> str:
+    return f"{depths[0]}-{depths[-1]}"
+
+
+def cases(args) -> list[Case]:
+    """Every case, or those named in args.only."""
     base = dict(dim=args.dim, context_length=args.context_length, batch_size=args.batch_size,
                 device=args.device, learning_rate=1e-3)
     out = []
     for model in ("softmax", "linear"):
         cfg = RunConfig(model=model, **base)
         for L in args.depths:
-            out.append((f"{model} L={L}", cfg, [L], TARGETS[model].get(L), True))
+            out.append(Case(f"{model} L={L}", cfg, [L], TARGETS[model].get(L)))
     for model in args.sweep_models:
-        out.append((f"{model} sweep {args.sweep_depths[0]}-{args.sweep_depths[-1]}",
-                    RunConfig(model=model, **base), args.sweep_depths, TARGETS["sweep"], args.sweep_reference))
+        out.append(Case(f"{model} sweep {sweep_name(args.sweep_depths)}", RunConfig(model=model, **base),
+                        args.sweep_depths, TARGETS["sweep"], "full" if args.sweep_reference else None))
+    size = lambda s: dict(dim=s[0], context_length=s[1], batch_size=s[2], key_dim=s[3], device=args.device, learning_rate=1e-3)
+    for model in args.generalised_models:  # against their first implementation
+        out.append(Case(f"{model} L={sweep_name(args.generalised_depths)}", RunConfig(model=model, **size(args.generalised_size)),
+                        args.generalised_depths, TARGETS["generalised"], "looped"))
+    if args.deep_sweep_depths:  # the controlled model deep, against its own 1-64 sweep
+        deep = args.deep_sweep_depths
+        out.append(Case(f"softmax sweep {sweep_name(deep)}", RunConfig(model="softmax", **size(args.deep_sweep_size)),
+                        deep, None, None, [L for L in deep if L <= 64]))
+    if args.only:
+        unknown = set(args.only) - {c.name for c in out}
+        if unknown:
+            raise SystemExit(f"bench: no case named {sorted(unknown)}; the cases are {[c.name for c in out]}")
+        out = [c for c in out if c.name in args.only]
     return out
 
 
@@ -277,9 +446,9 @@ def markdown(result: dict) -> str:
              f"{m['peak_gflops']:.1f} GFLOP/s; peak memory (max RSS) {m['max_rss_mib']:.0f} MiB "
              f"(icl alone, in a fresh process: {m['max_rss_icl_mib']:.0f} MiB)"
              + (f"; GPU memory peak {m['cuda_max_allocated_mib']:.0f} MiB." if "cuda_max_allocated_mib" in m else "."), "",
-             "| case | layers | icl steps/s | reference steps/s | icl / reference | icl / one after another "
+             "| case | layers | d / P / batch / key_dim | icl steps/s | reference steps/s | icl / reference | icl / one after another "
              "| target | met | by CPU time | icl GFLOP/s (of peak) | icl GFLOP per CPU-s | same losses (rel. diff) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["cases"]:
         sps = r["steps_per_second"]
         ref = f"{sps['reference']:.3f} | {r['speedup_vs_reference']:.1f}x" if "reference" in sps else "not run | "
@@ -287,9 +456,23 @@ def markdown(result: dict) -> str:
         tgt = f">= {r['target']:g}x ({'sweep' if 'one_after' in r['target_of'] else 'ref'})" if "target" in r else ""
         met = ("yes" if r["target_met"] else "**no**") if "target" in r else ""
         by_cpu = f"{r[r['target_of'] + '_cpu_time']:.1f}x" if "target" in r else ""
-        lines.append(f"| {r['case']} | {r['layers']} | {sps['icl']:.2f} | {ref} | {seq} | {tgt} | {met} | {by_cpu} | "
+        size = f"{r['dim']} / {r['context_length']} / {r['batch_size']} / {r['key_dim']}"
+        lines.append(f"| {r['case']} | {r['layers']} | {size} | {sps['icl']:.2f} | {ref} | {seq} | {tgt} | {met} | {by_cpu} | "
                      f"{r['icl_flop_rate'] / 1e9:.2f} ({r['icl_flop_fraction']:.1%}) | {r['icl_flops_per_cpu_second'] / 1e9:.2f} | "
                      f"{'yes' if r['same'] else '**no**'} ({max(r['loss_rel_diff'], r['grad_rel_diff']):.1e}) |")
+    lines.append("")
+    if any(r["model"] in LOOPED for r in result["cases"]):
+        lines.append("The reference of the generalised models (context_updates, shared_stream) is their first "
+                     "implementation (icl.bench.LOOPED), one stack of all depths; 'same' also compares the "
+                     "per-layer predictors.")
+    for r in result["cases"]:
+        if "ratio_to_shallow" in r:
+            sec = r["seconds_per_step"]
+            lines.append(f"{r['case']} ({r['layers']} layers): {sec['icl']:.4f} s per step, {r['ratio_to_shallow']:.2f}x "
+                         f"the {sweep_name(r['shallow_depths'])} sweep's {sec['icl_shallow']:.4f} s (by CPU time "
+                         f"{r['ratio_to_shallow_cpu_time']:.2f}x); peak memory, icl alone in a fresh process: "
+                         f"{r['peak_rss_mib']:.0f} MiB (limit {DEEP_MEMORY_MIB} MiB: "
+                         f"{'met' if r['memory_met'] else '**not met**'}).")
     lines.append("")
     lines.append(f"Total wall time {result['wall_seconds']:.0f} s.")
     load = max(m["load_average"])
@@ -314,6 +497,18 @@ def add_arguments(p) -> None:
                    help="models whose depth sweep is benchmarked (default: softmax linear)")
     p.add_argument("--sweep-reference", action="store_true",
                    help="also time the reference on the sweep (slow: every depth, full attention)")
+    p.add_argument("--generalised-models", nargs="*", default=list(LOOPED), choices=tuple(LOOPED),
+                   help="generalised models timed against their first implementation (default: context_updates shared_stream)")
+    p.add_argument("--generalised-depths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64],
+                   help="their depths, one stack (default: 1 2 4 ... 64)")
+    p.add_argument("--generalised-size", type=int, nargs=4, default=[16, 64, 64, 4], metavar=("DIM", "P", "BATCH", "KEY_DIM"),
+                   help="their dim, context length, batch size and key_dim (default: 16 64 64 4)")
+    p.add_argument("--deep-sweep-depths", type=int, nargs="*", default=[2**i for i in range(9)],
+                   help="the controlled model's deep sweep, timed against its depths up to 64 (default: 1 2 4 ... 256; none: skip)")
+    p.add_argument("--deep-sweep-size", type=int, nargs=4, default=[16, 64, 256, 4], metavar=("DIM", "P", "BATCH", "KEY_DIM"),
+                   help="its dim, context length, batch size and key_dim (default: 16 64 256 4)")
+    p.add_argument("--only", nargs="+", metavar="CASE", default=None,
+                   help='run only the cases of these names, e.g. --only "context_updates L=1-64" (default: all)')
     p.add_argument("--repeats", type=int, default=5, help="timed repeats per contender (default: 5)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: 0, torch's choice)")
 
@@ -329,11 +524,14 @@ def run(args) -> int:
     args.device = device.type
     peak = peak_flop_rate(device)
     rows = []
-    for name, cfg, depths, target, reference in cases(args):
-        print(f"bench: {name} ...", flush=True)
-        rows.append(run_case(name, cfg, depths, device, args.repeats, target, reference))
-        rows[-1]["icl_flop_fraction"] = rows[-1]["icl_flop_rate"] / peak
+    for case in cases(args):
+        print(f"bench: {case.name} ...", flush=True)
+        rows.append(run_case(case, device, args.repeats))
         r = rows[-1]
+        r["icl_flop_fraction"] = r["icl_flop_rate"] / peak
+        if case.shallow:
+            r["peak_rss_mib"] = icl_only_rss(args, [case.name])
+            r["memory_met"] = r["peak_rss_mib"] < DEEP_MEMORY_MIB
         print("  " + ", ".join(f"{k} {v:.3f} steps/s" for k, v in r["steps_per_second"].items()) + "; icl is "
               + ", ".join(f"{r[k]:.2f}x {k[len('speedup_vs_'):]}" for k in r if k.startswith("speedup_vs_")), flush=True)
     rss_icl = icl_only_rss(args)

@@ -11,6 +11,7 @@ layers *is* its prediction (the ensemble view of Appendix B), where that view is
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -35,6 +36,8 @@ def init_generator(seed: int, depth: int) -> torch.Generator:
 
 class Stack(nn.Module):
     """Bookkeeping shared by all models: which layer belongs to which model, and the scales."""
+
+    cascade = False  # a model whose states evolve layer by layer (then its stack keeps the deepest first)
 
     def __init__(self, cfg: RunConfig, depths: list[int], in_dim: int):
         super().__init__()
@@ -73,12 +76,6 @@ class Stack(nn.Module):
         """(B, T) per-layer predictors -> (B, M) predictions: the mean over each model's layers."""
         return g @ self.layer_mean
 
-    def query_scores(self, x: torch.Tensor, xq: torch.Tensor, layers=slice(None)) -> torch.Tensor:
-        """Query-row scores only, in the cheap order: x_mu . (K_l^T Q_l x_q). (B, T, P)."""
-        a = torch.einsum("tkd,bd->btk", self.query[layers], xq)
-        a = torch.einsum("tkd,btk->btd", self.key[layers], a)
-        return torch.einsum("bpd,btd->btp", x, a)
-
 
 class QueryReadout(torch.autograd.Function):
     """f_t = sum_mu softmax_mu(a_t . x_mu) y_mu for every layer t, with a hand-written backward:
@@ -86,9 +83,9 @@ class QueryReadout(torch.autograd.Function):
     outer product and softmax backward. Returns (f, A); A carries no gradient."""
 
     @staticmethod
-    def forward(ctx, a, x, y):  # a (B, T, d), x (B, P, d), y (B, P)
+    def forward(ctx, a, x, y):  # a (B, T, d), x (B, P, d), y (B, P) or per layer (B, T, P)
         att = torch.softmax(a @ x.transpose(1, 2), dim=-1)  # (B, T, P)
-        f = (att @ y.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        f = (att @ y.unsqueeze(-1)).squeeze(-1) if y.dim() == 2 else (att * y).sum(-1)  # (B, T)
         ctx.save_for_backward(a, x, y, att, f)
         ctx.mark_non_differentiable(att)
         ctx.set_materialize_grads(False)  # no (B, T, P) zeros for att's (absent) gradient
@@ -97,10 +94,13 @@ class QueryReadout(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_f, _grad_att):
         a, x, y, att, f = ctx.saved_tensors
-        ds = (y.unsqueeze(1) - f.unsqueeze(-1)).mul_(att).mul_(grad_f.unsqueeze(-1))  # (B, T, P)
+        per_layer = y.dim() == 3
+        ds = ((y if per_layer else y.unsqueeze(1)) - f.unsqueeze(-1)).mul_(att).mul_(grad_f.unsqueeze(-1))  # (B, T, P)
         ga = ds @ x if ctx.needs_input_grad[0] else None  # (B, T, d)
         gx = ds.transpose(1, 2) @ a if ctx.needs_input_grad[1] else None  # (B, P, d)
-        gy = (grad_f.unsqueeze(1) @ att).squeeze(1) if ctx.needs_input_grad[2] else None  # (B, P)
+        gy = None
+        if ctx.needs_input_grad[2]:
+            gy = grad_f.unsqueeze(-1) * att if per_layer else (grad_f.unsqueeze(1) @ att).squeeze(1)  # like y
         return ga, gx, gy
 
 
@@ -133,14 +133,16 @@ class Cascade(Stack):
     """Models whose states evolve layer by layer. Layer j runs for every model deeper than j;
     models are kept sorted by depth (deepest first) so the active ones are always a prefix."""
 
+    cascade = True
+
     def __init__(self, cfg: RunConfig, depths: list[int], in_dim: int):
         if list(depths) != sorted(depths, reverse=True):
             raise ValueError("a cascade stack needs its depths sorted deepest first")
         super().__init__(cfg, depths, in_dim)
-
-    def active(self, j: int) -> tuple[int, torch.Tensor]:
-        n = sum(1 for L in self.depths if L > j)
-        return n, self.offsets[:n] + j
+        self.counts = [sum(1 for L in self.depths if L > j) for j in range(max(self.depths))]  # n_j
+        by_layer = [o + j for j, n in enumerate(self.counts) for o in self.offsets[:n].tolist()]
+        self.register_buffer("by_layer", torch.tensor(by_layer))  # (T,) layer 0 of every model, then layer 1, ...
+        self.register_buffer("from_by_layer", torch.argsort(self.by_layer))  # (T,) back to the stack's order
 
     def layer_grid(self, per_layer: torch.Tensor) -> list[torch.Tensor]:
         """Flat per-layer tensors (T, ...) regrouped by layer index: entry j is (n_j, ...), layer j
@@ -149,13 +151,7 @@ class Cascade(Stack):
         L = max(self.depths)
         grid = self.offsets[None, :] + torch.arange(L, device=self.offsets.device)[:, None]  # (L, M)
         rows = per_layer[grid.clamp(max=per_layer.shape[0] - 1)]  # (L, M, ...); the clamped are unused
-        counts = [sum(1 for depth in self.depths if depth > j) for j in range(L)]
-        return [r[:n] for r, n in zip(rows.unbind(0), counts)]
-
-    @staticmethod
-    def update_prefix(state: torch.Tensor, n: int, new: torch.Tensor) -> torch.Tensor:
-        """Replace the first n models' entries (dim 1) without in-place ops on autograd tensors."""
-        return new if n == state.shape[1] else torch.cat([new, state[:, n:]], dim=1)
+        return [r[:n] for r, n in zip(rows.unbind(0), self.counts)]
 
 
 class LinearAttention(Cascade):
@@ -200,38 +196,187 @@ class LinearAttention(Cascade):
         return [g[o : o + L] for o, L in zip(self.offsets.tolist(), self.depths)]
 
 
+class Workspace:
+    """Memory a recurrence keeps for its backward pass, reused from one training step to the next:
+    on a CPU, a fresh tensor of many MiB costs a page fault per 4 KiB page, every step, which here
+    costs more than the arithmetic done in it. A buffer is taken by one forward pass and given back
+    by its backward pass, so two graphs never share one."""
+
+    def __init__(self):
+        self.free: torch.Tensor | None = None
+
+    def take(self, numel: int, like: torch.Tensor) -> torch.Tensor:
+        buf, self.free = self.free, None
+        if buf is None or buf.numel() < numel or buf.dtype != like.dtype or buf.device != like.device:
+            buf = like.new_empty(numel)
+        return buf[:numel]
+
+    def give_back(self, buf: torch.Tensor) -> None:
+        self.free = buf
+
+
+class Carver:
+    """Consecutive views of one flat buffer (or fresh tensors where there is none)."""
+
+    def __init__(self, flat: torch.Tensor | None, like: torch.Tensor):
+        self.flat, self.like, self.at = flat, like, 0
+
+    def __call__(self, *shape: int) -> torch.Tensor:
+        if self.flat is None:
+            return self.like.new_empty(shape)
+        n = math.prod(shape)
+        self.at += n
+        return self.flat[self.at - n : self.at].view(shape)
+
+
+def saved_buffer(ctx) -> torch.Tensor:
+    if ctx.buffer is None:
+        raise RuntimeError("this graph's saved attention went back to the workspace after its first backward "
+                           "pass; run the forward pass again instead of backward(retain_graph=True)")
+    return ctx.buffer
+
+
+CHUNK_BYTES = 2**20  # attention matrices handled at once: they stay in a core's cache (L2)
+
+
+def models_per_chunk(numel_per_model: int, like: torch.Tensor) -> int:
+    return max(1, CHUNK_BYTES // (numel_per_model * like.element_size()))
+
+
+def chunks(n: int, per: int) -> list[slice]:
+    return [slice(i, min(i + per, n)) for i in range(0, n, per)]
+
+
+def project(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    """x (B, P, d), W (n, c, d) -> W_m x_mu as (n, B, P, c), from one (B P, d) x (d, n c) product."""
+    (B, P, d), (n, c, _) = x.shape, W.shape
+    return (x.reshape(B * P, d) @ W.reshape(n * c, d).T).view(B, P, n, c).permute(2, 0, 1, 3).contiguous()
+
+
+class ContextRecurrence(torch.autograd.Function):
+    """The context states of ContextUpdates, layer by layer, for all models at once:
+    h_{j+1} = h_j + u_j A_j h_j with A_j = softmax((Q_j x)(K_j x)^T) (scores from the fixed inputs),
+    for the models that have a layer j + 1. Returns every state some query reads, h_j of the n_j
+    models deeper than j, stacked layer index first: (T, B, P) in `Cascade.by_layer` order.
+
+    The backward is written by hand (its algebra: `layer_backward`): per layer two products with
+    A_j (A_j R and A_j^T L, a few columns each) replace autograd's (B, P, P) outer product, softmax
+    backward and two score products; A_j is kept in a Workspace. x and y get no gradient."""
+
+    @staticmethod
+    def forward(ctx, x, Q, K, u, y, counts, workspace, keep):
+        # x (B, P, d); Q, K (T, k, d) and u (T,) in by_layer order; y (B, P); counts n_j
+        B, P, _ = x.shape
+        starts = [sum(counts[:j]) for j in range(len(counts))]
+        updates = counts[1:]  # layer j updates the states of the models with a layer j + 1
+        per = models_per_chunk(B * P * P, x)
+        flat = workspace.take(sum(updates) * B * P * P, x) if keep and updates else None
+        carve = Carver(flat, x)
+        scratch = None if keep else x.new_empty(per * B, P, P)
+        h = y.expand(counts[0], B, P)  # (n_0, B, P) every model starts from the labels
+        states, reads = [h], []
+        for j, n in enumerate(updates):
+            rows = slice(starts[j], starts[j] + n)
+            qk = project(x, torch.cat([Q[rows], K[rows]], 1))  # (n, B, P, 2k)
+            Ah = x.new_empty(n, B, P)
+            for c in chunks(n, per):  # a few models at a time, so that their A stays in cache
+                m = c.stop - c.start
+                A = ContextRecurrence.attention(qk[c], carve(m * B, P, P) if keep else scratch[: m * B])
+                torch.bmm(A, h[c].reshape(m * B, P, 1), out=Ah[c].view(m * B, P, 1))
+            h = torch.addcmul(h[:n], u[rows, None, None], Ah)
+            states.append(h)
+            reads.append(Ah)
+        ctx.counts, ctx.starts, ctx.states, ctx.reads = counts, starts, states, reads
+        ctx.workspace, ctx.buffer = workspace, flat
+        ctx.save_for_backward(x, Q, K, u)
+        return torch.cat(states)
+
+    @staticmethod
+    def attention(qk, out=None):
+        """softmax(qx kx^T) from qk = [qx, kx] (n, B, P, 2k): (n B, P, P); in place in `out` where given."""
+        n, B, P, k2 = qk.shape
+        qk = qk.reshape(n * B, P, k2)
+        qx, kx = qk[..., : k2 // 2], qk[..., k2 // 2 :]
+        if out is None:
+            return torch.softmax(qx @ kx.transpose(1, 2), -1)
+        torch.bmm(qx, kx.transpose(1, 2), out=out)
+        return torch._softmax(out, -1, False, out=out)
+
+    @staticmethod
+    def layer_backward(A, h, Ah, qx, kx, u, g):
+        """One update h' = h + u A h, A = softmax(qx kx^T), given g = dLoss/dh' (all (n, B, ...)).
+        With w = u g the score gradient is w_p A_pq (h_q - (Ah)_p), so
+          dqx_p = w_p [(A (h kx))_p - (Ah)_p (A kx)_p],   dkx_q = h_q (A^T (w qx))_q - (A^T (w Ah qx))_q,
+          dh = g + A^T w,   du = sum g Ah."""
+        n, B, P, k = qx.shape
+        A = A.view(n, B, P, P)
+        w = u[:, None, None] * g  # (n, B, P)
+        right = A @ torch.cat([h.unsqueeze(-1) * kx, kx], -1)  # (n, B, P, 2k)
+        dqx = w.unsqueeze(-1) * torch.addcmul(right[..., :k], Ah.unsqueeze(-1), right[..., k:], value=-1)
+        wq = w.unsqueeze(-1) * qx  # (n, B, P, k)
+        left = A.transpose(-1, -2) @ torch.cat([wq, Ah.unsqueeze(-1) * wq, w.unsqueeze(-1)], -1)  # (n, B, P, 2k+1)
+        dkx = torch.addcmul(-left[..., k : 2 * k], h.unsqueeze(-1), left[..., :k])
+        return dqx, dkx, g + left[..., 2 * k], (g * Ah).sum((1, 2))
+
+    @staticmethod
+    def backward(ctx, grad_states):
+        x, Q, K, u = ctx.saved_tensors
+        counts, starts = ctx.counts, ctx.starts
+        B, P, d = x.shape
+        k = Q.shape[1]
+        per = models_per_chunk(B * P * P, x)
+        flat = saved_buffer(ctx) if len(counts) > 1 else None
+        carve = Carver(flat, x)
+        spans = [[carve((c.stop - c.start) * B, P, P) for c in chunks(n, per)] for n in counts[1:]]  # the A_j
+        dQ, dK, du = torch.zeros_like(Q), torch.zeros_like(K), torch.zeros_like(u)
+        g = grad_states[starts[-1]:]  # dLoss/dh of the deepest layer index
+        for j in reversed(range(len(counts) - 1)):
+            n = counts[j + 1]
+            rows = slice(starts[j], starts[j] + n)
+            qk = project(x, torch.cat([Q[rows], K[rows]], 1))  # (n, B, P, 2k)
+            h, Ah, uj = ctx.states[j][:n], ctx.reads[j], u[rows]
+            parts = [ContextRecurrence.layer_backward(A, h[c], Ah[c], qk[c, ..., :k], qk[c, ..., k:], uj[c], g[c])
+                     for A, c in zip(spans[j], chunks(n, per))]
+            dqx, dkx, dh, du[rows] = (torch.cat(t) for t in zip(*parts))
+            dQ[rows] = torch.einsum("nbpk,bpd->nkd", dqx, x)
+            dK[rows] = torch.einsum("nbpk,bpd->nkd", dkx, x)
+            g = grad_states[starts[j] : starts[j] + counts[j]].clone()  # (n_j, B, P) what layer j's queries read
+            g[:n] += dh
+        if flat is not None:
+            ctx.workspace.give_back(flat)
+            ctx.buffer = None
+        return None, dQ, dK, du, None, None, None, None
+
+
 class ContextUpdates(Cascade):
     """The controlled softmax model whose context labels are updated by softmax attention among
-    context tokens, h_mu <- h_mu + u_l sum_nu A_{mu,nu} h_nu, with a learned scalar u_l (§C.3)."""
+    context tokens, h_mu <- h_mu + u_l sum_nu A_{mu,nu} h_nu, with a learned scalar u_l (§C.3).
+
+    Context attention depends on the inputs only; the states evolve in ContextRecurrence, all
+    models at once; the query rows are QueryReadout's. Same algebra as the per-model loop
+    `icl.bench.LoopedContextUpdates`, which the tests compare it with."""
 
     def __init__(self, cfg: RunConfig, depths: list[int]):
         super().__init__(cfg, depths, cfg.dim)
         self.readout = nn.Parameter(torch.ones(self.n_models))  # r * v
         self.context_scalar = nn.Parameter(torch.zeros(len(self.layer_model)))  # u_l, starts off
+        self.workspace = Workspace()
 
     def forward(self, batch: Batch, attention: bool = False) -> Output:
-        B, P = batch.y.shape
-        h = batch.y.unsqueeze(1).expand(B, self.n_models, P)
-        g = [None] * len(self.layer_model)
-        qa, ca = [None] * len(g), [None] * len(g)
-        for j in range(max(self.depths)):
-            n, idx = self.active(j)
-            qx = torch.einsum("mkd,bpd->bmpk", self.query[idx], batch.x)
-            kx = torch.einsum("mkd,bpd->bmpk", self.key[idx], batch.x)
-            qq = torch.einsum("mkd,bd->bmk", self.query[idx], batch.xq)
-            att_q = torch.softmax(torch.einsum("bmk,bmpk->bmp", qq, kx), dim=-1)  # (B, n, P)
-            att_c = torch.softmax(torch.einsum("bmpk,bmqk->bmpq", qx, kx), dim=-1)  # (B, n, P, P)
-            f = torch.einsum("bmp,bmp->bm", att_q, h[:, :n])  # the query reads the current states
-            for m, t in enumerate(idx.tolist()):
-                g[t] = f[:, m] * self.readout[m]
-                if attention:
-                    qa[t], ca[t] = att_q[:, m], att_c[:, m]
-            u = self.context_scalar[idx]
-            h = self.update_prefix(h, n, h[:, :n] + u[:, None] * torch.einsum("bmpq,bmq->bmp", att_c, h[:, :n]))
-        g = torch.stack(g, dim=1) * self.layer_gain  # (B, T)
+        Q, K = self.query[self.by_layer], self.key[self.by_layer]  # (T, k, d), layer index first
+        u = self.context_scalar[self.by_layer]  # (T,)
+        states = ContextRecurrence.apply(batch.x, Q, K, u, batch.y, self.counts, self.workspace,
+                                         torch.is_grad_enabled())  # (T, B, P)
+        a = torch.einsum("tkd,btk->btd", K, torch.einsum("tkd,bd->btk", Q, batch.xq))  # (B, T, d) K^T Q x_q
+        f, att = QueryReadout.apply(a, batch.x, states.transpose(0, 1))  # (B, T)
+        owner = self.layer_model[self.by_layer]
+        g = (f * (self.readout[owner] * self.layer_gain[self.by_layer]))[:, self.from_by_layer]  # (B, T)
         out = Output(self.ensemble(g), g)
         if attention:
-            out.query_attention, out.context_attention = torch.stack(qa, 1), torch.stack(ca, 1)
+            B, P = batch.y.shape
+            ctx = ContextRecurrence.attention(project(batch.x, torch.cat([Q, K], 1))).view(-1, B, P, P)  # (T, B, P, P)
+            out.query_attention = att[:, self.from_by_layer]
+            out.context_attention = ctx.transpose(0, 1)[:, self.from_by_layer]
         return out
 
 
@@ -241,7 +386,11 @@ class SharedStream(Cascade):
     context token attends to the context, the query attends to the context; readout r . z_q^L.
 
     Per-layer predictors: y_hat = r.z_q^0 + sum_l r.Delta_l, so g_l = r.z_q^0 + L r.Delta_l has
-    mean y_hat (our definition; the paper notes the layerwise view is only approximate here)."""
+    mean y_hat (our definition; the paper notes the layerwise view is only approximate here).
+
+    Layer j runs for all models deeper than j at once, the query as the last of P + 1 tokens (a
+    row that attends to the context like the others); same algebra as the per-model loop
+    `icl.bench.LoopedSharedStream`, which the tests compare."""
 
     def __init__(self, cfg: RunConfig, depths: list[int]):
         super().__init__(cfg, depths, cfg.dim + 1)
@@ -251,44 +400,54 @@ class SharedStream(Cascade):
 
     def forward(self, batch: Batch, attention: bool = False) -> Output:
         B, P = batch.y.shape
-        M = self.n_models
-        z = torch.cat([batch.x, batch.y.unsqueeze(-1)], -1).unsqueeze(1).expand(B, M, P, self.in_dim)
-        zq = torch.cat([batch.xq, batch.xq.new_zeros(B, 1)], -1).unsqueeze(1).expand(B, M, self.in_dim)
-        base = torch.einsum("bmD,mD->bm", zq, self.readout)  # r . z_q^0
-        g, qa = [None] * len(self.layer_model), [None] * len(self.layer_model)
-        for j in range(max(self.depths)):
-            n, idx = self.active(j)
-            Q, K, V = self.query[idx], self.key[idx], self.value[:n]
-            kz = torch.einsum("mkD,bmpD->bmpk", K, z[:, :n])
-            qz = torch.einsum("mkD,bmpD->bmpk", Q, z[:, :n])
-            qq = torch.einsum("mkD,bmD->bmk", Q, zq[:, :n])
-            att_q = torch.softmax(torch.einsum("bmk,bmpk->bmp", qq, kz), dim=-1)
-            att_c = torch.softmax(torch.einsum("bmpk,bmqk->bmpq", qz, kz), dim=-1)
-            step = self.update_scale[:n]
-            dq = step[:, None] * torch.einsum("bmp,bmpD,mED->bmE", att_q, z[:, :n], V)
-            dz = step[:, None, None] * torch.einsum("bmpq,bmqD,mED->bmpE", att_c, z[:, :n], V)
-            contrib = torch.einsum("bmE,mE->bm", dq, self.readout[:n])  # r . Delta_l
-            for m, t in enumerate(idx.tolist()):
-                g[t] = base[:, m] + self.depths[m] * contrib[:, m]
-                if attention:
-                    qa[t] = att_q[:, m]
-            zq = self.update_prefix(zq, n, zq[:, :n] + dq)
-            z = self.update_prefix(z, n, z[:, :n] + dz)
-        g = torch.stack(g, dim=1)
-        pred = torch.einsum("bmD,mD->bm", zq, self.readout)
-        return Output(pred, g, torch.stack(qa, 1) if attention else None)
+        M, D = self.n_models, self.in_dim
+        z = torch.cat([torch.cat([batch.x, batch.y.unsqueeze(-1)], -1),
+                       torch.cat([batch.xq, batch.xq.new_zeros(B, 1)], -1).unsqueeze(1)], 1)  # (B, P+1, D)
+        base = z[:, P] @ self.readout.T  # (B, M) r . z_q^0
+        z = z.expand(M, B, P + 1, D)  # (M, B, P+1, D), models first: the active ones are z[:n]
+        qk = torch.cat([self.query, self.key], 1)[self.by_layer].transpose(1, 2).split(self.counts)  # (n_j, D, 2k)
+        finished, contrib, att_q = [], [], []  # final query states of the models done (shallowest last)
+        for j, n in enumerate(self.counts):
+            if n < z.shape[0]:
+                finished.append(z[n:, :, P])
+                z = z[:n]
+            dz, att = self.layer(z, qk[j], self.value[:n], self.update_scale[:n], P)
+            contrib.append(dz[:, :, P] @ self.readout[:n, :, None])  # (n, B, 1) r . Delta_l
+            att_q.append(att[:, :, P] if attention else None)
+            z = z + dz
+        zq = torch.cat([z[:, :, P]] + finished[::-1])  # (M, B, D)
+        pred = (zq * self.readout[:, None]).sum(-1).T  # (B, M)
+        depth = torch.tensor(self.depths, dtype=z.dtype, device=z.device)[self.layer_model[self.by_layer]]
+        g = (base[:, self.layer_model[self.by_layer]] + depth * torch.cat(contrib).squeeze(-1).T)[:, self.from_by_layer]
+        qa = torch.cat(att_q).transpose(0, 1)[:, self.from_by_layer] if attention else None
+        return Output(pred, g, qa)
+
+    @staticmethod
+    def layer(z, qk, V, step, P):
+        """One layer for n models: z (n, B, P+1, D) states (query last), qk (n, D, 2k) [Q^T K^T],
+        V (n, D, D), step (n,). Returns the update (n, B, P+1, D) and the attention (n, B, P+1, P)."""
+        n, B, _, D = z.shape
+        k = qk.shape[-1] // 2
+        proj = (z.reshape(n, B * (P + 1), D) @ qk).view(n * B, P + 1, 2 * k)  # (n B, P+1, 2k)
+        att = torch.softmax(proj[..., :k] @ proj[:, :P, k:].transpose(1, 2), -1)  # (n B, P+1, P)
+        read = att @ z.reshape(n * B, P + 1, D)[:, :P]  # (n B, P+1, D)
+        dz = (read.view(n, B * (P + 1), D) @ (V.transpose(1, 2) * step[:, None, None])).view(n, B, P + 1, D)
+        return dz, att.view(n, B, P + 1, P)
+
+
+def model_class(model: str) -> type[Stack]:
+    """The class that implements a model name of RunConfig.model."""
+    return {"softmax": SoftmaxEnsemble, "untied_values": SoftmaxEnsemble, "linear": LinearAttention,
+            "context_updates": ContextUpdates, "shared_stream": SharedStream}[model]
 
 
 def build(cfg: RunConfig, depths: list[int]) -> Stack:
     """A stack of models of type cfg.model, one per depth (deepest first for cascades)."""
-    if cfg.model == "softmax":
-        return SoftmaxEnsemble(cfg, depths)
     if cfg.model == "untied_values":
         return SoftmaxEnsemble(cfg, depths, untied=True)
-    cls = {"linear": LinearAttention, "context_updates": ContextUpdates, "shared_stream": SharedStream}[cfg.model]
-    return cls(cfg, depths)
+    return model_class(cfg.model)(cfg, depths)
 
 
 def stack_order(model: str, depths: list[int]) -> list[int]:
     """The order a stack keeps its models in: cascades need the deepest first."""
-    return sorted(depths, reverse=True) if model in ("linear", "context_updates", "shared_stream") else list(depths)
+    return sorted(depths, reverse=True) if model_class(model).cascade else list(depths)

@@ -16,7 +16,7 @@ from tqdm import tqdm
 from . import __version__
 from .config import ConfigError, RunConfig
 from .decomposition import decompose
-from .models import Stack, build, stack_order
+from .models import Stack, build, model_class, stack_order
 from .tasks import EVAL_SEED, VALIDATION_SEED, Batch, held_out, make_generator, mode_labels, power_spectrum, sample_batch
 
 EVAL_CHUNK = 512  # contexts per evaluation forward pass: bounds memory, not results
@@ -147,7 +147,7 @@ def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
         raise ValueError("train_group needs configs that differ only in depth and learning_rate")
     base = cfgs[0]
     device = resolve_device(base.device)
-    order = sorted(range(len(cfgs)), key=lambda i: -cfgs[i].depth) if base.model in ("linear", "context_updates", "shared_stream") else list(range(len(cfgs)))
+    order = sorted(range(len(cfgs)), key=lambda i: -cfgs[i].depth) if model_class(base.model).cascade else list(range(len(cfgs)))
     depths = [cfgs[i].depth for i in order]
     assert depths == stack_order(base.model, depths)
     torch.manual_seed(base.seed)

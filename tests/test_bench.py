@@ -56,15 +56,34 @@ def test_reference_copies_one_model_of_a_stack():
 
 def test_bench_command_writes_json_and_markdown(tmp_path):
     out = tmp_path / "bench.json"
+    small = ["--generalised-depths", "1", "2", "--generalised-size", "4", "6", "4", "2",
+             "--deep-sweep-depths", "1", "2", "4", "--deep-sweep-size", "4", "6", "4", "2"]
     code = main(["bench", "--json", str(out), "--dim", "4", "--context-length", "6", "--batch-size", "4",
-                 "--depths", "2", "--sweep-depths", "1", "2", "--sweep-models", "linear", "--repeats", "1"])
+                 "--depths", "2", "--sweep-depths", "1", "2", "--sweep-models", "linear", "--repeats", "1", *small])
     assert code == 0
     result = json.loads(out.read_text())
     names = [c["case"] for c in result["cases"]]
-    assert names == ["softmax L=2", "linear L=2", "linear sweep 1-2"]
+    assert names == ["softmax L=2", "linear L=2", "linear sweep 1-2", "context_updates L=1-2", "shared_stream L=1-2",
+                     "softmax sweep 1-4"]
     assert all(c["same"] for c in result["cases"])
-    sweep = result["cases"][-1]
+    for c in result["cases"][3:5]:  # against their first implementation, at their own size
+        assert c["speedup_vs_reference"] > 0 and c["target_of"] == "speedup_vs_reference" and c["key_dim"] == 2
+        assert c["layer_pred_rel_diff"] < 1e-4
+    deep = result["cases"][5]
+    assert deep["shallow_depths"] == [1, 2, 4] and deep["ratio_to_shallow"] > 0 and deep["memory_met"]
+    assert "softmax sweep 1-4 (7 layers)" in out.with_suffix(".md").read_text()
+    sweep = result["cases"][2]
     assert sweep["target_of"] == "speedup_vs_one_after_another" and "reference" not in sweep["steps_per_second"]
     assert result["machine"]["peak_gflops"] > 0 and result["machine"]["max_rss_mib"] > 0
     assert "| linear sweep 1-2 | 3 |" in out.with_suffix(".md").read_text()
     assert sweep["cpu_seconds_per_step"]["icl"] > 0 and sweep["speedup_vs_one_after_another_cpu_time"] > 0
+
+
+def test_bench_only_runs_the_named_cases(tmp_path):
+    out = tmp_path / "bench.json"
+    code = main(["bench", "--json", str(out), "--generalised-depths", "2", "1", "--generalised-size", "4", "6", "4", "2",
+                 "--repeats", "1", "--only", "shared_stream L=2-1"])
+    assert code == 0
+    assert [c["case"] for c in json.loads(out.read_text())["cases"]] == ["shared_stream L=2-1"]
+    with pytest.raises(SystemExit, match="no case named"):
+        main(["bench", "--json", str(out), "--only", "nonsense"])
