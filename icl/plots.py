@@ -108,3 +108,18 @@ def sweep_with_bounds(ax, part: pd.DataFrame, b: dict, title: str) -> None:
     ax.set_title(title, fontsize=8)
     ax.set_ylabel("")
     ax.legend(fontsize=5)
+
+
+def relative_to_bound(ax, part: pd.DataFrame, b: dict, color, label: str) -> None:
+    """R_L / softmax bound against depth for one sweep (hollow: not at its plateau), with its
+    random-subspace curve (dashed) and its mixture bound (dotted) on the same scale."""
+    m = seed_means(part)
+    ax.plot(m.depth, m["mean"] / b["single"], "o-", ms=4, color=color, label=label)
+    bad = m[~m.converged] if "converged" in m else m.iloc[:0]
+    ax.plot(bad.depth, bad["mean"] / b["single"], "o", ms=8, mfc="none", color="k")
+    curve = {int(L): v for L, v in b["random_subspace"].items()}
+    ax.plot(m.depth, [curve[int(L)] / b["single"] for L in m.depth], "--", lw=1, color=color)
+    ax.plot(m.depth, np.full(len(m), b["mixture"] / b["single"]), ":", lw=1, color=color)
+    ax.axhline(1, color="0.3", lw=1)
+    ax.set(xscale="log", yscale="log", xlabel="depth L", ylabel="R_L / softmax bound")
+    ax.set_xscale("log", base=2)

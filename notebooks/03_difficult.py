@@ -313,14 +313,10 @@ key_frame = frames["main"].query("input_exponent == @first[0] and task_exponent 
 table_key = table1.query("input_exponent == @first[0] and task_exponent == @first[1]")
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
 for i, (k, part) in enumerate(key_frame.groupby("key_dim")):
-    b, m = bnds[(s["top_k"], tuple(first), k)], tables.seed_means(part)
-    axes[0].plot(m.depth, m["mean"] / b["single"], "o-", color=plots.COLORS[i], label=f"key_dim {k}")
-    axes[0].plot(m.depth, [b["random_subspace"][int(L)] / b["single"] for L in m.depth], "--", color=plots.COLORS[i], lw=1)
+    plots.relative_to_bound(axes[0], part, bnds[(s["top_k"], tuple(first), k)], plots.COLORS[i], f"key_dim {k}")
     for term, ls in (("A_L", "--"), ("C_L", ":")):
         t = part.groupby("depth")[term].mean()
         axes[1].plot(t.index, t.values, ls, marker=".", color=plots.COLORS[i], label=f"{term}, key_dim {k}")
-axes[0].axhline(1, color="0.3", lw=1)
-axes[0].set(xscale="log", yscale="log", xlabel="depth L", ylabel="R_L / softmax bound")
 axes[1].set(xscale="log", yscale="log", xlabel="depth L", ylabel="decomposition term")
 for ax in axes:
     ax.legend(fontsize=7)

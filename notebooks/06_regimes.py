@@ -79,7 +79,7 @@ key_fractions = [0.25, 1.0]  # the f of the P and d slices
 depths = [1, 2, 4, 8, 16, 32, 64]
 deep_key_dim = 4  # this rank-limited cell at (dim, context_length) is swept to deep_depths
 deep_depths = [1, 2, 4, 8, 16, 32, 64, 128, 256]
-seed = 0
+seeds = [0]  # one seed per cell: the map spends its budget on cells, not on seeds
 spectra = [[0.0, 0.0]]  # [input_exponent, task_exponent]: the map is drawn for the first one
 input_exponent = None  # set both (papermill -p) to draw the map for a custom spectrum
 task_exponent = None
@@ -130,7 +130,7 @@ ALPHA_TOL, GAP_CLOSED, SUBSPACE_TOL = 0.25, 0.5, 0.15
 # %%
 def cell_runs(c: regimes.Cell) -> list:
     batch = s["large_batch_size"] if c.context_length >= s["large_context"] else s["batch_size"]
-    return s.grid(depths_of(c), [s["seed"]], [[a, b]], model="softmax", task="difficult", dim=c.dim,
+    return s.grid(depths_of(c), s["seeds"], [[a, b]], model="softmax", task="difficult", dim=c.dim,
                   context_length=c.context_length, key_dim=c.key_dim, batch_size=batch)
 
 
@@ -155,20 +155,9 @@ table.round(3)
 fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), sharey=True)
 for ax, (title, group) in zip(axes, slices.items()):
     for i, c in enumerate(group):
-        part, bd = of_cell(c), bounds_of[c]
-        m = tables.seed_means(part)
-        color = plots.COLORS[i % len(plots.COLORS)]
-        ax.plot(m.depth, m["mean"] / bd["single"], "o-", ms=4, color=color, label=c.label())
-        bad = m[~m.converged]
-        ax.plot(bad.depth, bad["mean"] / bd["single"], "o", ms=8, mfc="none", color="k")
-        curve = bd["random_subspace"]
-        ax.plot(m.depth, [curve[int(L)] / bd["single"] for L in m.depth], "--", lw=1, color=color)
-        ax.plot(m.depth, np.full(len(m), bd["mixture"] / bd["single"]), ":", lw=1, color=color)
-    ax.axhline(1, color="0.3", lw=1)
-    ax.set(xscale="log", yscale="log", xlabel="depth L", title=f"slice: {title}")
-    ax.set_xscale("log", base=2)
+        plots.relative_to_bound(ax, of_cell(c), bounds_of[c], plots.COLORS[i % len(plots.COLORS)], c.label())
+    ax.set_title(f"slice: {title}")
     ax.legend(fontsize=7)
-axes[0].set_ylabel("R_L / softmax bound")
 map_png = nb.save_figure(s, fig, "regime_map")
 
 # %% [markdown]
@@ -179,12 +168,7 @@ ncol = 4
 fig, axes = plt.subplots(-(-len(cells) // ncol), ncol, figsize=(3.4 * ncol, 2.9 * -(-len(cells) // ncol)),
                          squeeze=False)
 for ax, c in zip(axes.flat, cells):
-    part = of_cell(c)
-    plots.loss_vs_depth(ax, part, "trained", color=plots.COLORS[0], fit=tables.fit_depths(part))
-    plots.bounds_lines(ax, bounds_of[c], color=plots.COLORS[1], depths=depths_of(c))
-    ax.set_title(c.label(), fontsize=8)
-    ax.set_ylabel("")
-    ax.legend(fontsize=5)
+    plots.sweep_with_bounds(ax, of_cell(c), bounds_of[c], c.label())
 for ax in axes.flat[len(cells):]:
     ax.set_visible(False)
 cells_png = nb.save_figure(s, fig, "regime_cells")
