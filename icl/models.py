@@ -259,14 +259,17 @@ class ContextRecurrence(torch.autograd.Function):
     for the models that have a layer j + 1. Returns every state some query reads, h_j of the n_j
     models deeper than j, stacked layer index first: (T, B, P) in `Cascade.by_layer` order.
 
-    The backward is written by hand (its algebra: `layer_backward`): per layer two products with
-    A_j (A_j R and A_j^T L, a few columns each) replace autograd's (B, P, P) outer product, softmax
-    backward and two score products; A_j is kept in a Workspace. x and y get no gradient."""
+    The backward is written by hand (its algebra: `layer_backward`). A_j is computed a few models
+    at a time, and while it is in cache one product A_j [h, h kx, kx] gives both the update and
+    what the backward needs of A_j from the right; A_j is kept in a Workspace for the one product
+    from the left (A_j^T L) the backward needs. This replaces autograd's (B, P, P) outer product,
+    softmax backward and two score products. x and y get no gradient."""
 
     @staticmethod
     def forward(ctx, x, Q, K, u, y, counts, workspace, keep):
         # x (B, P, d); Q, K (T, k, d) and u (T,) in by_layer order; y (B, P); counts n_j
         B, P, _ = x.shape
+        k = Q.shape[1]
         starts = [sum(counts[:j]) for j in range(len(counts))]
         updates = counts[1:]  # layer j updates the states of the models with a layer j + 1
         per = models_per_chunk(B * P * P, x)
@@ -274,19 +277,23 @@ class ContextRecurrence(torch.autograd.Function):
         carve = Carver(flat, x)
         scratch = None if keep else x.new_empty(per * B, P, P)
         h = y.expand(counts[0], B, P)  # (n_0, B, P) every model starts from the labels
-        states, reads = [h], []
+        states, reads, rights = [h], [], []
         for j, n in enumerate(updates):
             rows = slice(starts[j], starts[j] + n)
             qk = project(x, torch.cat([Q[rows], K[rows]], 1))  # (n, B, P, 2k)
-            Ah = x.new_empty(n, B, P)
+            kx = qk[..., k:]
+            rhs = torch.cat([h[:n].unsqueeze(-1), h[:n].unsqueeze(-1) * kx, kx], -1)  # (n, B, P, 2k+1)
+            prod = x.new_empty(n, B, P, 2 * k + 1)
             for c in chunks(n, per):  # a few models at a time, so that their A stays in cache
                 m = c.stop - c.start
                 A = ContextRecurrence.attention(qk[c], carve(m * B, P, P) if keep else scratch[: m * B])
-                torch.bmm(A, h[c].reshape(m * B, P, 1), out=Ah[c].view(m * B, P, 1))
+                torch.bmm(A, rhs[c].view(m * B, P, -1), out=prod[c].view(m * B, P, -1))
+            Ah = prod[..., 0]  # (n, B, P)
             h = torch.addcmul(h[:n], u[rows, None, None], Ah)
             states.append(h)
             reads.append(Ah)
-        ctx.counts, ctx.starts, ctx.states, ctx.reads = counts, starts, states, reads
+            rights.append(prod[..., 1:])  # (n, B, P, 2k) A [h kx, kx]
+        ctx.counts, ctx.starts, ctx.states, ctx.reads, ctx.rights = counts, starts, states, reads, rights
         ctx.workspace, ctx.buffer = workspace, flat
         ctx.save_for_backward(x, Q, K, u)
         return torch.cat(states)
@@ -303,43 +310,40 @@ class ContextRecurrence(torch.autograd.Function):
         return torch._softmax(out, -1, False, out=out)
 
     @staticmethod
-    def layer_backward(A, h, Ah, qx, kx, u, g):
-        """One update h' = h + u A h, A = softmax(qx kx^T), given g = dLoss/dh' (all (n, B, ...)).
-        With w = u g the score gradient is w_p A_pq (h_q - (Ah)_p), so
+    def layer_backward(A, h, Ah, right, qx, u, g):
+        """One update h' = h + u A h, A = softmax(qx kx^T) (n B, P, P), given h, Ah, g = dLoss/dh'
+        (n, B, P), right = A [h kx, kx] (n, B, P, 2k), qx (n, B, P, k), u (n,). With w = u g the
+        score gradient is w_p A_pq (h_q - (Ah)_p), so
           dqx_p = w_p [(A (h kx))_p - (Ah)_p (A kx)_p],   dkx_q = h_q (A^T (w qx))_q - (A^T (w Ah qx))_q,
-          dh = g + A^T w,   du = sum g Ah."""
+          dh = g + A^T w,   du = sum g Ah.
+        Returns dqx (n, B, P, k), dkx^T (n, B, k, P), dh, du."""
         n, B, P, k = qx.shape
-        A = A.view(n, B, P, P)
         w = u[:, None, None] * g  # (n, B, P)
-        right = A @ torch.cat([h.unsqueeze(-1) * kx, kx], -1)  # (n, B, P, 2k)
         dqx = w.unsqueeze(-1) * torch.addcmul(right[..., :k], Ah.unsqueeze(-1), right[..., k:], value=-1)
-        wq = w.unsqueeze(-1) * qx  # (n, B, P, k)
-        left = A.transpose(-1, -2) @ torch.cat([wq, Ah.unsqueeze(-1) * wq, w.unsqueeze(-1)], -1)  # (n, B, P, 2k+1)
-        dkx = torch.addcmul(-left[..., k : 2 * k], h.unsqueeze(-1), left[..., :k])
-        return dqx, dkx, g + left[..., 2 * k], (g * Ah).sum((1, 2))
+        wq = (w.unsqueeze(-1) * qx).transpose(-1, -2)  # (n, B, k, P)
+        lt = torch.cat([wq, Ah.unsqueeze(-2) * wq, w.unsqueeze(-2)], -2).view(n * B, 2 * k + 1, P)  # L^T
+        left = torch.bmm(lt, A).view(n, B, 2 * k + 1, P)  # (A^T L)^T
+        dkx = torch.addcmul(-left[:, :, k : 2 * k], h.unsqueeze(-2), left[:, :, :k])
+        return dqx, dkx, g + left[:, :, 2 * k], (g * Ah).sum((1, 2))
 
     @staticmethod
     def backward(ctx, grad_states):
         x, Q, K, u = ctx.saved_tensors
         counts, starts = ctx.counts, ctx.starts
         B, P, d = x.shape
-        k = Q.shape[1]
-        per = models_per_chunk(B * P * P, x)
         flat = saved_buffer(ctx) if len(counts) > 1 else None
         carve = Carver(flat, x)
-        spans = [[carve((c.stop - c.start) * B, P, P) for c in chunks(n, per)] for n in counts[1:]]  # the A_j
+        atts = [carve(n * B, P, P) for n in counts[1:]]  # where the forward pass left each A_j
         dQ, dK, du = torch.zeros_like(Q), torch.zeros_like(K), torch.zeros_like(u)
         g = grad_states[starts[-1]:]  # dLoss/dh of the deepest layer index
         for j in reversed(range(len(counts) - 1)):
             n = counts[j + 1]
             rows = slice(starts[j], starts[j] + n)
-            qk = project(x, torch.cat([Q[rows], K[rows]], 1))  # (n, B, P, 2k)
-            h, Ah, uj = ctx.states[j][:n], ctx.reads[j], u[rows]
-            parts = [ContextRecurrence.layer_backward(A, h[c], Ah[c], qk[c, ..., :k], qk[c, ..., k:], uj[c], g[c])
-                     for A, c in zip(spans[j], chunks(n, per))]
-            dqx, dkx, dh, du[rows] = (torch.cat(t) for t in zip(*parts))
+            qx = project(x, Q[rows])  # (n, B, P, k)
+            dqx, dkx, dh, du[rows] = ContextRecurrence.layer_backward(
+                atts[j], ctx.states[j][:n], ctx.reads[j], ctx.rights[j], qx, u[rows], g)
             dQ[rows] = torch.einsum("nbpk,bpd->nkd", dqx, x)
-            dK[rows] = torch.einsum("nbpk,bpd->nkd", dkx, x)
+            dK[rows] = torch.einsum("nbkp,bpd->nkd", dkx, x)
             g = grad_states[starts[j] : starts[j] + counts[j]].clone()  # (n_j, B, P) what layer j's queries read
             g[:n] += dh
         if flat is not None:
