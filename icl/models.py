@@ -248,9 +248,9 @@ def chunks(n: int, per: int) -> list[slice]:
 
 
 def project(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
-    """x (B, P, d), W (n, c, d) -> W_m x_mu as (n, B, P, c), from one (B P, d) x (d, n c) product."""
+    """x (B, P, d), W (n, c, d) -> W_m x_mu feature-major, (n, B, c, P): one (n c, d) x (d, B P) product."""
     (B, P, d), (n, c, _) = x.shape, W.shape
-    return (x.reshape(B * P, d) @ W.reshape(n * c, d).T).view(B, P, n, c).permute(2, 0, 1, 3).contiguous()
+    return (W.reshape(n * c, d) @ x.reshape(B * P, d).T).view(n, c, B, P).transpose(1, 2).contiguous()
 
 
 class ContextRecurrence(torch.autograd.Function):
@@ -267,7 +267,8 @@ class ContextRecurrence(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, Q, K, u, y, counts, workspace, keep):
-        # x (B, P, d); Q, K (T, k, d) and u (T,) in by_layer order; y (B, P); counts n_j
+        # x (B, P, d); Q, K (T, k, d) and u (T,) in by_layer order; y (B, P); counts n_j.
+        # Per-token vectors are kept feature-major, (n, B, k, P): rows of P numbers.
         B, P, _ = x.shape
         k = Q.shape[1]
         starts = [sum(counts[:j]) for j in range(len(counts))]
@@ -280,19 +281,19 @@ class ContextRecurrence(torch.autograd.Function):
         states, reads, rights = [h], [], []
         for j, n in enumerate(updates):
             rows = slice(starts[j], starts[j] + n)
-            qk = project(x, torch.cat([Q[rows], K[rows]], 1))  # (n, B, P, 2k)
-            kx = qk[..., k:]
-            rhs = torch.cat([h[:n].unsqueeze(-1), h[:n].unsqueeze(-1) * kx, kx], -1)  # (n, B, P, 2k+1)
-            prod = x.new_empty(n, B, P, 2 * k + 1)
+            qk = project(x, torch.cat([Q[rows], K[rows]], 1))  # (n, B, 2k, P) [qx; kx]
+            kx, hn = qk[:, :, k:], h[:n].unsqueeze(-2)
+            lhs = torch.cat([hn, hn * kx, kx], -2)  # (n, B, 2k+1, P) [h; h kx; kx]
+            prod = x.new_empty(n, B, 2 * k + 1, P)
             for c in chunks(n, per):  # a few models at a time, so that their A stays in cache
                 m = c.stop - c.start
                 A = ContextRecurrence.attention(qk[c], carve(m * B, P, P) if keep else scratch[: m * B])
-                torch.bmm(A, rhs[c].view(m * B, P, -1), out=prod[c].view(m * B, P, -1))
-            Ah = prod[..., 0]  # (n, B, P)
+                torch.bmm(lhs[c].view(m * B, -1, P), A.transpose(1, 2), out=prod[c].view(m * B, -1, P))  # (A lhs^T)^T
+            Ah = prod[:, :, 0]  # (n, B, P)
             h = torch.addcmul(h[:n], u[rows, None, None], Ah)
             states.append(h)
             reads.append(Ah)
-            rights.append(prod[..., 1:])  # (n, B, P, 2k) A [h kx, kx]
+            rights.append(prod[:, :, 1:])  # (n, B, 2k, P) (A [h kx, kx])^T
         ctx.counts, ctx.starts, ctx.states, ctx.reads, ctx.rights = counts, starts, states, reads, rights
         ctx.workspace, ctx.buffer = workspace, flat
         ctx.save_for_backward(x, Q, K, u)
@@ -300,28 +301,29 @@ class ContextRecurrence(torch.autograd.Function):
 
     @staticmethod
     def attention(qk, out=None):
-        """softmax(qx kx^T) from qk = [qx, kx] (n, B, P, 2k): (n B, P, P); in place in `out` where given."""
-        n, B, P, k2 = qk.shape
-        qk = qk.reshape(n * B, P, k2)
-        qx, kx = qk[..., : k2 // 2], qk[..., k2 // 2 :]
+        """softmax(qx^T kx) from qk = [qx; kx] (n, B, 2k, P): (n B, P, P); in place in `out` where given."""
+        n, B, k2, P = qk.shape
+        qk = qk.reshape(n * B, k2, P)
+        qx, kx = qk[:, : k2 // 2].transpose(1, 2), qk[:, k2 // 2 :]
         if out is None:
-            return torch.softmax(qx @ kx.transpose(1, 2), -1)
-        torch.bmm(qx, kx.transpose(1, 2), out=out)
+            return torch.softmax(qx @ kx, -1)
+        torch.bmm(qx, kx, out=out)
         return torch._softmax(out, -1, False, out=out)
 
     @staticmethod
     def layer_backward(A, h, Ah, right, qx, u, g):
         """One update h' = h + u A h, A = softmax(qx kx^T) (n B, P, P), given h, Ah, g = dLoss/dh'
-        (n, B, P), right = A [h kx, kx] (n, B, P, 2k), qx (n, B, P, k), u (n,). With w = u g the
+        (n, B, P), right = (A [h kx, kx])^T (n, B, 2k, P), qx (n, B, k, P), u (n,). With w = u g the
         score gradient is w_p A_pq (h_q - (Ah)_p), so
           dqx_p = w_p [(A (h kx))_p - (Ah)_p (A kx)_p],   dkx_q = h_q (A^T (w qx))_q - (A^T (w Ah qx))_q,
           dh = g + A^T w,   du = sum g Ah.
-        Returns dqx (n, B, P, k), dkx^T (n, B, k, P), dh, du."""
-        n, B, P, k = qx.shape
-        w = u[:, None, None] * g  # (n, B, P)
-        dqx = w.unsqueeze(-1) * torch.addcmul(right[..., :k], Ah.unsqueeze(-1), right[..., k:], value=-1)
-        wq = (w.unsqueeze(-1) * qx).transpose(-1, -2)  # (n, B, k, P)
-        lt = torch.cat([wq, Ah.unsqueeze(-2) * wq, w.unsqueeze(-2)], -2).view(n * B, 2 * k + 1, P)  # L^T
+        Returns dqx, dkx (n, B, k, P), dh, du."""
+        n, B, k, P = qx.shape
+        w = (u[:, None, None] * g).unsqueeze(-2)  # (n, B, 1, P)
+        ah = Ah.unsqueeze(-2)
+        dqx = w * torch.addcmul(right[:, :, :k], ah, right[:, :, k:], value=-1)
+        wq = w * qx  # (n, B, k, P)
+        lt = torch.cat([wq, ah * wq, w], -2).view(n * B, 2 * k + 1, P)  # L^T
         left = torch.bmm(lt, A).view(n, B, 2 * k + 1, P)  # (A^T L)^T
         dkx = torch.addcmul(-left[:, :, k : 2 * k], h.unsqueeze(-2), left[:, :, :k])
         return dqx, dkx, g + left[:, :, 2 * k], (g * Ah).sum((1, 2))
@@ -339,10 +341,9 @@ class ContextRecurrence(torch.autograd.Function):
         for j in reversed(range(len(counts) - 1)):
             n = counts[j + 1]
             rows = slice(starts[j], starts[j] + n)
-            qx = project(x, Q[rows])  # (n, B, P, k)
             dqx, dkx, dh, du[rows] = ContextRecurrence.layer_backward(
-                atts[j], ctx.states[j][:n], ctx.reads[j], ctx.rights[j], qx, u[rows], g)
-            dQ[rows] = torch.einsum("nbpk,bpd->nkd", dqx, x)
+                atts[j], ctx.states[j][:n], ctx.reads[j], ctx.rights[j], project(x, Q[rows]), u[rows], g)
+            dQ[rows] = torch.einsum("nbkp,bpd->nkd", dqx, x)
             dK[rows] = torch.einsum("nbkp,bpd->nkd", dkx, x)
             g = grad_states[starts[j] : starts[j] + counts[j]].clone()  # (n_j, B, P) what layer j's queries read
             g[:n] += dh
