@@ -80,7 +80,11 @@ class Stack(nn.Module):
 class QueryReadout(torch.autograd.Function):
     """f_t = sum_mu softmax_mu(a_t . x_mu) y_mu for every layer t, with a hand-written backward:
     d f / d s_mu = A_mu (y_mu - f), one pass over the (B, T, P) weights instead of autograd's
-    outer product and softmax backward. Returns (f, A); A carries no gradient."""
+    outer product and softmax backward. Returns (f, A); A carries no gradient.
+
+    The plain computation it replaces, full masked attention over the P + 1 tokens one layer after
+    another, is `icl.bench.Reference` (tests/test_bench.py checks both give the same losses and
+    gradients; tests/test_models.py checks every model against SPEC §2 written in numpy)."""
 
     @staticmethod
     def forward(ctx, a, x, y):  # a (B, T, d), x (B, P, d), y (B, P) or per layer (B, T, P)
@@ -110,6 +114,11 @@ class SoftmaxEnsemble(Stack):
 
     `untied=False` is the controlled model (one value shared by all layers, merged with the
     readout into one scalar per model); `untied=True` gives every layer its own value (§C.2).
+
+    Only the query row of attention is computed, for all layers at once: a_t = K_t^T Q_t x_q, then
+    QueryReadout. The same model written the plain way (each layer full masked attention over all
+    P + 1 tokens, the query's state h_q <- h_q + s A h) is `icl.bench.Reference`, which
+    tests/test_bench.py compares this one with.
     """
 
     def __init__(self, cfg: RunConfig, depths: list[int], untied: bool = False):
@@ -209,7 +218,7 @@ class Workspace:
         buf, self.free = self.free, None
         if buf is None or buf.numel() < numel or buf.dtype != like.dtype or buf.device != like.device:
             buf = like.new_empty(numel)
-        return buf[:numel]
+        return buf  # perhaps longer than asked for: give back this one
 
     def give_back(self, buf: torch.Tensor) -> None:
         self.free = buf
