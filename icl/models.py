@@ -245,17 +245,6 @@ def saved_buffer(ctx) -> torch.Tensor:
     return ctx.buffer
 
 
-CHUNK_BYTES = 2**20  # attention matrices handled at once: they stay in a core's cache (L2)
-
-
-def models_per_chunk(numel_per_model: int, like: torch.Tensor) -> int:
-    return max(1, CHUNK_BYTES // (numel_per_model * like.element_size()))
-
-
-def chunks(n: int, per: int) -> list[slice]:
-    return [slice(i, min(i + per, n)) for i in range(0, n, per)]
-
-
 def project(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
     """x (B, P, d), W (n, c, d) -> W_m x_mu feature-major, (n, B, c, P): one (n c, d) x (d, B P) product."""
     (B, P, d), (n, c, _) = x.shape, W.shape
@@ -268,11 +257,11 @@ class ContextRecurrence(torch.autograd.Function):
     for the models that have a layer j + 1. Returns every state some query reads, h_j of the n_j
     models deeper than j, stacked layer index first: (T, B, P) in `Cascade.by_layer` order.
 
-    The backward is written by hand (its algebra: `layer_backward`). A_j is computed a few models
-    at a time, and while it is in cache one product A_j [h, h kx, kx] gives both the update and
-    what the backward needs of A_j from the right; A_j is kept in a Workspace for the one product
-    from the left (A_j^T L) the backward needs. This replaces autograd's (B, P, P) outer product,
-    softmax backward and two score products. x and y get no gradient."""
+    The backward is written by hand (its algebra: `layer_backward`). Right after A_j is computed,
+    one product A_j [h, h kx, kx] gives both the update and what the backward needs of A_j from
+    the right; A_j is kept in a Workspace for the one product from the left (A_j^T L) that the
+    backward needs. This replaces autograd's (B, P, P) outer product, softmax backward and two
+    score products. x and y get no gradient."""
 
     @staticmethod
     def forward(ctx, x, Q, K, u, y, counts, workspace, keep):
@@ -282,10 +271,8 @@ class ContextRecurrence(torch.autograd.Function):
         k = Q.shape[1]
         starts = [sum(counts[:j]) for j in range(len(counts))]
         updates = counts[1:]  # layer j updates the states of the models with a layer j + 1
-        per = models_per_chunk(B * P * P, x)
         flat = workspace.take(sum(updates) * B * P * P, x) if keep and updates else None
-        carve = Carver(flat, x)
-        scratch = None if keep else x.new_empty(per * B, P, P)
+        carve = Carver(flat, x)  # fresh tensors where no backward pass will read them
         h = y.expand(counts[0], B, P)  # (n_0, B, P) every model starts from the labels
         states, reads, rights = [h], [], []
         for j, n in enumerate(updates):
@@ -293,11 +280,8 @@ class ContextRecurrence(torch.autograd.Function):
             qk = project(x, torch.cat([Q[rows], K[rows]], 1))  # (n, B, 2k, P) [qx; kx]
             kx, hn = qk[:, :, k:], h[:n].unsqueeze(-2)
             lhs = torch.cat([hn, hn * kx, kx], -2)  # (n, B, 2k+1, P) [h; h kx; kx]
-            prod = x.new_empty(n, B, 2 * k + 1, P)
-            for c in chunks(n, per):  # a few models at a time, so that their A stays in cache
-                m = c.stop - c.start
-                A = ContextRecurrence.attention(qk[c], carve(m * B, P, P) if keep else scratch[: m * B])
-                torch.bmm(lhs[c].view(m * B, -1, P), A.transpose(1, 2), out=prod[c].view(m * B, -1, P))  # (A lhs^T)^T
+            A = ContextRecurrence.attention(qk, carve(n * B, P, P))  # (n B, P, P)
+            prod = torch.bmm(lhs.view(n * B, -1, P), A.transpose(1, 2)).view(n, B, 2 * k + 1, P)  # (A lhs^T)^T
             Ah = prod[:, :, 0]  # (n, B, P)
             h = torch.addcmul(h[:n], u[rows, None, None], Ah)
             states.append(h)
@@ -341,7 +325,7 @@ class ContextRecurrence(torch.autograd.Function):
     def backward(ctx, grad_states):
         x, Q, K, u = ctx.saved_tensors
         counts, starts = ctx.counts, ctx.starts
-        B, P, d = x.shape
+        B, P, _ = x.shape
         flat = saved_buffer(ctx) if len(counts) > 1 else None
         carve = Carver(flat, x)
         atts = [carve(n * B, P, P) for n in counts[1:]]  # where the forward pass left each A_j
