@@ -80,7 +80,11 @@ class Stack(nn.Module):
 class QueryReadout(torch.autograd.Function):
     """f_t = sum_mu softmax_mu(a_t . x_mu) y_mu for every layer t, with a hand-written backward:
     d f / d s_mu = A_mu (y_mu - f), one pass over the (B, T, P) weights instead of autograd's
-    outer product and softmax backward. Returns (f, A); A carries no gradient."""
+    outer product and softmax backward. Returns (f, A); A carries no gradient.
+
+    The plain computation it replaces, full masked attention over the P + 1 tokens one layer after
+    another, is `icl.bench.Reference` (tests/test_bench.py checks both give the same losses and
+    gradients; tests/test_models.py checks every model against SPEC §2 written in numpy)."""
 
     @staticmethod
     def forward(ctx, a, x, y):  # a (B, T, d), x (B, P, d), y (B, P) or per layer (B, T, P)
@@ -110,6 +114,11 @@ class SoftmaxEnsemble(Stack):
 
     `untied=False` is the controlled model (one value shared by all layers, merged with the
     readout into one scalar per model); `untied=True` gives every layer its own value (§C.2).
+
+    Only the query row of attention is computed, for all layers at once: a_t = K_t^T Q_t x_q, then
+    QueryReadout. The same model written the plain way (each layer full masked attention over all
+    P + 1 tokens, the query's state h_q <- h_q + s A h) is `icl.bench.Reference`, which
+    tests/test_bench.py compares this one with.
     """
 
     def __init__(self, cfg: RunConfig, depths: list[int], untied: bool = False):
@@ -209,7 +218,7 @@ class Workspace:
         buf, self.free = self.free, None
         if buf is None or buf.numel() < numel or buf.dtype != like.dtype or buf.device != like.device:
             buf = like.new_empty(numel)
-        return buf[:numel]
+        return buf  # perhaps longer than asked for: give back this one
 
     def give_back(self, buf: torch.Tensor) -> None:
         self.free = buf
@@ -236,21 +245,10 @@ def saved_buffer(ctx) -> torch.Tensor:
     return ctx.buffer
 
 
-CHUNK_BYTES = 2**20  # attention matrices handled at once: they stay in a core's cache (L2)
-
-
-def models_per_chunk(numel_per_model: int, like: torch.Tensor) -> int:
-    return max(1, CHUNK_BYTES // (numel_per_model * like.element_size()))
-
-
-def chunks(n: int, per: int) -> list[slice]:
-    return [slice(i, min(i + per, n)) for i in range(0, n, per)]
-
-
 def project(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
-    """x (B, P, d), W (n, c, d) -> W_m x_mu as (n, B, P, c), from one (B P, d) x (d, n c) product."""
+    """x (B, P, d), W (n, c, d) -> W_m x_mu feature-major, (n, B, c, P): one (n c, d) x (d, B P) product."""
     (B, P, d), (n, c, _) = x.shape, W.shape
-    return (x.reshape(B * P, d) @ W.reshape(n * c, d).T).view(B, P, n, c).permute(2, 0, 1, 3).contiguous()
+    return (W.reshape(n * c, d) @ x.reshape(B * P, d).T).view(n, c, B, P).transpose(1, 2).contiguous()
 
 
 class ContextRecurrence(torch.autograd.Function):
@@ -259,87 +257,87 @@ class ContextRecurrence(torch.autograd.Function):
     for the models that have a layer j + 1. Returns every state some query reads, h_j of the n_j
     models deeper than j, stacked layer index first: (T, B, P) in `Cascade.by_layer` order.
 
-    The backward is written by hand (its algebra: `layer_backward`): per layer two products with
-    A_j (A_j R and A_j^T L, a few columns each) replace autograd's (B, P, P) outer product, softmax
-    backward and two score products; A_j is kept in a Workspace. x and y get no gradient."""
+    The backward is written by hand (its algebra: `layer_backward`). Right after A_j is computed,
+    one product A_j [h, h kx, kx] gives both the update and what the backward needs of A_j from
+    the right; A_j is kept in a Workspace for the one product from the left (A_j^T L) that the
+    backward needs. This replaces autograd's (B, P, P) outer product, softmax backward and two
+    score products. x and y get no gradient."""
 
     @staticmethod
     def forward(ctx, x, Q, K, u, y, counts, workspace, keep):
-        # x (B, P, d); Q, K (T, k, d) and u (T,) in by_layer order; y (B, P); counts n_j
+        # x (B, P, d); Q, K (T, k, d) and u (T,) in by_layer order; y (B, P); counts n_j.
+        # Per-token vectors are kept feature-major, (n, B, k, P): rows of P numbers.
         B, P, _ = x.shape
+        k = Q.shape[1]
         starts = [sum(counts[:j]) for j in range(len(counts))]
         updates = counts[1:]  # layer j updates the states of the models with a layer j + 1
-        per = models_per_chunk(B * P * P, x)
         flat = workspace.take(sum(updates) * B * P * P, x) if keep and updates else None
-        carve = Carver(flat, x)
-        scratch = None if keep else x.new_empty(per * B, P, P)
+        carve = Carver(flat, x)  # fresh tensors where no backward pass will read them
         h = y.expand(counts[0], B, P)  # (n_0, B, P) every model starts from the labels
-        states, reads = [h], []
+        states, reads, rights = [h], [], []
         for j, n in enumerate(updates):
             rows = slice(starts[j], starts[j] + n)
-            qk = project(x, torch.cat([Q[rows], K[rows]], 1))  # (n, B, P, 2k)
-            Ah = x.new_empty(n, B, P)
-            for c in chunks(n, per):  # a few models at a time, so that their A stays in cache
-                m = c.stop - c.start
-                A = ContextRecurrence.attention(qk[c], carve(m * B, P, P) if keep else scratch[: m * B])
-                torch.bmm(A, h[c].reshape(m * B, P, 1), out=Ah[c].view(m * B, P, 1))
+            qk = project(x, torch.cat([Q[rows], K[rows]], 1))  # (n, B, 2k, P) [qx; kx]
+            kx, hn = qk[:, :, k:], h[:n].unsqueeze(-2)
+            lhs = torch.cat([hn, hn * kx, kx], -2)  # (n, B, 2k+1, P) [h; h kx; kx]
+            A = ContextRecurrence.attention(qk, carve(n * B, P, P))  # (n B, P, P)
+            prod = torch.bmm(lhs.view(n * B, -1, P), A.transpose(1, 2)).view(n, B, 2 * k + 1, P)  # (A lhs^T)^T
+            Ah = prod[:, :, 0]  # (n, B, P)
             h = torch.addcmul(h[:n], u[rows, None, None], Ah)
             states.append(h)
             reads.append(Ah)
-        ctx.counts, ctx.starts, ctx.states, ctx.reads = counts, starts, states, reads
+            rights.append(prod[:, :, 1:])  # (n, B, 2k, P) (A [h kx, kx])^T
+        ctx.counts, ctx.starts, ctx.states, ctx.reads, ctx.rights = counts, starts, states, reads, rights
         ctx.workspace, ctx.buffer = workspace, flat
         ctx.save_for_backward(x, Q, K, u)
         return torch.cat(states)
 
     @staticmethod
     def attention(qk, out=None):
-        """softmax(qx kx^T) from qk = [qx, kx] (n, B, P, 2k): (n B, P, P); in place in `out` where given."""
-        n, B, P, k2 = qk.shape
-        qk = qk.reshape(n * B, P, k2)
-        qx, kx = qk[..., : k2 // 2], qk[..., k2 // 2 :]
+        """softmax(qx^T kx) from qk = [qx; kx] (n, B, 2k, P): (n B, P, P); in place in `out` where given."""
+        n, B, k2, P = qk.shape
+        qk = qk.reshape(n * B, k2, P)
+        qx, kx = qk[:, : k2 // 2].transpose(1, 2), qk[:, k2 // 2 :]
         if out is None:
-            return torch.softmax(qx @ kx.transpose(1, 2), -1)
-        torch.bmm(qx, kx.transpose(1, 2), out=out)
+            return torch.softmax(qx @ kx, -1)
+        torch.bmm(qx, kx, out=out)
         return torch._softmax(out, -1, False, out=out)
 
     @staticmethod
-    def layer_backward(A, h, Ah, qx, kx, u, g):
-        """One update h' = h + u A h, A = softmax(qx kx^T), given g = dLoss/dh' (all (n, B, ...)).
-        With w = u g the score gradient is w_p A_pq (h_q - (Ah)_p), so
+    def layer_backward(A, h, Ah, right, qx, u, g):
+        """One update h' = h + u A h, A = softmax(qx kx^T) (n B, P, P), given h, Ah, g = dLoss/dh'
+        (n, B, P), right = (A [h kx, kx])^T (n, B, 2k, P), qx (n, B, k, P), u (n,). With w = u g the
+        score gradient is w_p A_pq (h_q - (Ah)_p), so
           dqx_p = w_p [(A (h kx))_p - (Ah)_p (A kx)_p],   dkx_q = h_q (A^T (w qx))_q - (A^T (w Ah qx))_q,
-          dh = g + A^T w,   du = sum g Ah."""
-        n, B, P, k = qx.shape
-        A = A.view(n, B, P, P)
-        w = u[:, None, None] * g  # (n, B, P)
-        right = A @ torch.cat([h.unsqueeze(-1) * kx, kx], -1)  # (n, B, P, 2k)
-        dqx = w.unsqueeze(-1) * torch.addcmul(right[..., :k], Ah.unsqueeze(-1), right[..., k:], value=-1)
-        wq = w.unsqueeze(-1) * qx  # (n, B, P, k)
-        left = A.transpose(-1, -2) @ torch.cat([wq, Ah.unsqueeze(-1) * wq, w.unsqueeze(-1)], -1)  # (n, B, P, 2k+1)
-        dkx = torch.addcmul(-left[..., k : 2 * k], h.unsqueeze(-1), left[..., :k])
-        return dqx, dkx, g + left[..., 2 * k], (g * Ah).sum((1, 2))
+          dh = g + A^T w,   du = sum g Ah.
+        Returns dqx, dkx (n, B, k, P), dh, du."""
+        n, B, k, P = qx.shape
+        w = (u[:, None, None] * g).unsqueeze(-2)  # (n, B, 1, P)
+        ah = Ah.unsqueeze(-2)
+        dqx = w * torch.addcmul(right[:, :, :k], ah, right[:, :, k:], value=-1)
+        wq = w * qx  # (n, B, k, P)
+        lt = torch.cat([wq, ah * wq, w], -2).view(n * B, 2 * k + 1, P)  # L^T
+        left = torch.bmm(lt, A).view(n, B, 2 * k + 1, P)  # (A^T L)^T
+        dkx = torch.addcmul(-left[:, :, k : 2 * k], h.unsqueeze(-2), left[:, :, :k])
+        return dqx, dkx, g + left[:, :, 2 * k], (g * Ah).sum((1, 2))
 
     @staticmethod
     def backward(ctx, grad_states):
         x, Q, K, u = ctx.saved_tensors
         counts, starts = ctx.counts, ctx.starts
-        B, P, d = x.shape
-        k = Q.shape[1]
-        per = models_per_chunk(B * P * P, x)
+        B, P, _ = x.shape
         flat = saved_buffer(ctx) if len(counts) > 1 else None
         carve = Carver(flat, x)
-        spans = [[carve((c.stop - c.start) * B, P, P) for c in chunks(n, per)] for n in counts[1:]]  # the A_j
+        atts = [carve(n * B, P, P) for n in counts[1:]]  # where the forward pass left each A_j
         dQ, dK, du = torch.zeros_like(Q), torch.zeros_like(K), torch.zeros_like(u)
         g = grad_states[starts[-1]:]  # dLoss/dh of the deepest layer index
         for j in reversed(range(len(counts) - 1)):
             n = counts[j + 1]
             rows = slice(starts[j], starts[j] + n)
-            qk = project(x, torch.cat([Q[rows], K[rows]], 1))  # (n, B, P, 2k)
-            h, Ah, uj = ctx.states[j][:n], ctx.reads[j], u[rows]
-            parts = [ContextRecurrence.layer_backward(A, h[c], Ah[c], qk[c, ..., :k], qk[c, ..., k:], uj[c], g[c])
-                     for A, c in zip(spans[j], chunks(n, per))]
-            dqx, dkx, dh, du[rows] = (torch.cat(t) for t in zip(*parts))
-            dQ[rows] = torch.einsum("nbpk,bpd->nkd", dqx, x)
-            dK[rows] = torch.einsum("nbpk,bpd->nkd", dkx, x)
+            dqx, dkx, dh, du[rows] = ContextRecurrence.layer_backward(
+                atts[j], ctx.states[j][:n], ctx.reads[j], ctx.rights[j], project(x, Q[rows]), u[rows], g)
+            dQ[rows] = torch.einsum("nbkp,bpd->nkd", dqx, x)
+            dK[rows] = torch.einsum("nbkp,bpd->nkd", dkx, x)
             g = grad_states[starts[j] : starts[j] + counts[j]].clone()  # (n_j, B, P) what layer j's queries read
             g[:n] += dh
         if flat is not None:
