@@ -99,11 +99,9 @@ def check_fits(cfg: RunConfig, depths: list[int] | None = None, device: str | No
     """ConfigError (one line: the estimate and the limit) if the run cannot fit in memory."""
     need = estimate_bytes(cfg, depths)
     if device is None:
-        device = cfg.device
-        if device == "auto":
-            import torch
+        from .train import resolve_device  # ConfigError where cuda is asked for and absent
 
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = resolve_device(cfg.device).type
     limit, what = memory_limit(device)
     if need > limit:
         layers = sum(depths or [cfg.depth])
