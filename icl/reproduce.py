@@ -120,7 +120,24 @@ def relative_paths(notebook: Path, root: Path) -> None:
     for key in ("input_path", "output_path"):
         if meta.get(key) and Path(meta[key]).is_absolute():
             meta[key] = os.path.relpath(meta[key], root)
+    deterministic(nb)
     nbformat.write(nb, notebook)
+
+
+TIMESTAMPS = ("start_time", "end_time", "duration")
+
+
+def deterministic(nb) -> None:
+    """Drop what changes on every execution of unchanged code (timestamps, durations, the random
+    id of papermill's injected cell), so that a diff of an executed notebook means something."""
+    for key in TIMESTAMPS:
+        nb.metadata.get("papermill", {}).pop(key, None)
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        for key in TIMESTAMPS:
+            cell.metadata.get("papermill", {}).pop(key, None)
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell["id"] = "injected-parameters"
 
 
 def staging_paths(root: Path, params: dict, name: str) -> dict[str, Path]:
@@ -280,13 +297,21 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
     return results
 
 
+def cores() -> int:
+    """The cores this process may use (as `nproc` counts them), not the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def add_arguments(p) -> None:
     p.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)} (default: quick)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these notebooks (e.g. 03_difficult)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+    p.add_argument("--jobs", type=int, default=cores(), metavar="N",
                    help="notebooks run at once, in separate processes of one thread each "
-                        f"(default: the number of cores, {os.cpu_count()}); 1 runs them one after another")
+                        f"(default: the number of cores, {cores()}); 1 runs them one after another")
     p.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("KEY", "VALUE"), default=[],
                    help="set a parameter (a YAML value) of every notebook that declares it, as papermill -p does")
 
@@ -341,7 +366,8 @@ def run(args) -> int:
 
 def parallel_speedup(jobs: int = 2, profile: str = "ci") -> dict:
     """Wall time of a whole reproduction at `profile`, serial and with `jobs` processes, in one
-    call (the bench's `reproduce_parallel_speedup`)."""
+    call (the bench's `reproduce_parallel_speedup`). The workers are spawned: a script that calls
+    this must do so under `if __name__ == "__main__":` (`python -m icl bench` does)."""
     from .notebook import repo_root
 
     root = repo_root()
@@ -353,7 +379,7 @@ def parallel_speedup(jobs: int = 2, profile: str = "ci") -> dict:
         if any(r["status"] != "ok" for r in results.values()):
             raise RuntimeError(f"reproduce --profile {profile} --jobs {j} failed: {results}")
     return {"profile": profile, "jobs": jobs, "serial_seconds": round(seconds[1], 1),
-            "parallel_seconds": round(seconds[jobs], 1), "cores": os.cpu_count(),
+            "parallel_seconds": round(seconds[jobs], 1), "cores": cores(),
             "load_average": os.getloadavg()[0], "reproduce_parallel_speedup": round(seconds[1] / seconds[jobs], 2)}
 
 

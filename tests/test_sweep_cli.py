@@ -312,3 +312,20 @@ def test_sweep_into_a_read_only_cache_is_refused_before_training(tmp_path):
         for p in [work, *work.rglob("*")]:
             p.chmod(0o755 if p.is_dir() else 0o644)
         shutil.rmtree(work)
+
+
+def test_help_describes_each_option_and_its_allowed_values(capsys):
+    text = " ".join(help_text(capsys, "train").split())
+    assert "one of linear, softmax, shared_stream, untied_values, context_updates (default: softmax)" in text
+    assert "number of attention layers L (default: 1)" in text
+    assert "true or false (default: True)" in text  # normalize_inputs
+    from icl.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices["train"]
+    helps = {a.dest: a.help for a in sub._actions}
+    for name in field_names():  # every option says something besides its default
+        assert len(helps[name].split("(default:")[0].split()) >= 2, f"--{name} has no description"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    top = " ".join(capsys.readouterr().out.split())
+    assert "Bad input exits with status 2 and one line." in top  # a whole sentence, not cut off
