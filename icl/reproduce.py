@@ -230,6 +230,24 @@ def write_log(path: Path, text: str) -> None:
     path.write_text(re.sub(r"\x1b\[[0-9;]*m", "", text + ("\n--- kernel's standard error ---\n" + extra if extra else "")))
 
 
+def hold_lock(root: Path, profile: str):
+    """An exclusive lock on the profile's staging folder: two reproductions of one profile at
+    once would publish into each other's folders. Released when the returned file is closed or
+    the process ends (a killed run leaves no stale lock)."""
+    import fcntl
+
+    path = root / profile_root(profile) / ".staging" / ".lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "w")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise ConfigError(f"profile: another `icl reproduce --profile {profile}` is running on "
+                          f"{profile_root(profile)}/ (it holds {path.relative_to(root)}); wait for it to end") from None
+    return f
+
+
 class Serial:
     """The executor interface, running each job at once in this process (--jobs 1)."""
 
@@ -258,6 +276,7 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
         check_device(params[n])
     for n in names:
         check_parameters(root, n, params[n])
+    lock = hold_lock(root, profile)  # noqa: F841 (held until this function returns)
     env = {"MPLBACKEND": INLINE_BACKEND, **(ONE_THREAD if jobs > 1 else {})}
     number = {n: i for i, n in enumerate(names, 1)}
     results: dict[str, dict] = {}

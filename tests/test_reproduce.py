@@ -197,3 +197,15 @@ def test_golden_is_a_command_of_the_reproduce_module():
     assert COMMANDS["golden"][0] == "icl.reproduce"
     assert handler("golden", "icl.reproduce") == (rep.add_arguments_golden, rep.run_golden)
     assert handler("reproduce", "icl.reproduce") == (rep.add_arguments, rep.run)
+
+
+def test_a_second_reproduction_of_the_same_profile_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "outputs").mkdir()
+    held = rep.hold_lock(tmp_path, "ci")
+    try:
+        with pytest.raises(rep.ConfigError, match="another `icl reproduce --profile ci` is running"):
+            rep.hold_lock(tmp_path, "ci")
+        rep.hold_lock(tmp_path, "quick").close()  # another profile is another folder
+    finally:
+        held.close()
+    rep.hold_lock(tmp_path, "ci").close()  # released
