@@ -301,6 +301,8 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
                     pending.remove(n)
                     log(f"[{number[n]}/{len(names)}] {n} ({profile}) started")
                     running[pool.submit(run_notebook, str(root), n, params[n], env)] = n
+            if not running:  # nothing can start: the needs of what is left are circular
+                raise ConfigError(f"NEEDS: {', '.join(pending)} wait for each other; the dependencies must not form a cycle")
             finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for f in finished:
                 n = running.pop(f)

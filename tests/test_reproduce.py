@@ -147,6 +147,13 @@ def test_dependencies_are_data():
     assert all(set(v) <= set(rep.NOTEBOOKS) for v in rep.NEEDS.values())
 
 
+def test_circular_needs_stop_instead_of_waiting_forever(tmp_path, monkeypatch):
+    monkeypatch.setattr(rep, "NEEDS", {"01_easy_linear": ("02_easy_nonlinear",), "02_easy_nonlinear": ("01_easy_linear",)})
+    monkeypatch.setattr(rep, "run_notebook", lambda *a: pytest.fail("a notebook started"))
+    with pytest.raises(rep.ConfigError, match="cycle"):
+        rep.run_all(ROOT, "ci", ["01_easy_linear", "02_easy_nonlinear"], "cpu", 1, log=lambda line: None)
+
+
 # --- staging ------------------------------------------------------------------------------
 
 def test_publish_replaces_the_whole_folder_and_points_files_at_it(tmp_path):
