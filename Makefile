@@ -55,11 +55,17 @@ golden: install ## regenerate tests/golden/*.ipynb at the ci profile
 # --allow-root: containers and CI machines often run as root, where JupyterLab refuses to start
 # without it (it changes nothing for other users). The root folder is the repository, so that
 # notebooks/ and the executed copies in outputs/ are both a click away.
-lab: install ## open the repository (notebooks/, outputs/) in JupyterLab
+# A .py notebook opens as a notebook on double-click: jupytext's viewer is made the default for
+# Python files in this environment's JupyterLab settings (not the user's).
+LABVIEWER := $(VENV)/etc/jupyter/labconfig/default_setting_overrides.json
+$(LABVIEWER): $(STAMP)
+	$(VENV)/bin/jupytext-config --settings-file $@ set-default-viewer python
+
+lab: install $(LABVIEWER) ## open the repository (notebooks/, outputs/) in JupyterLab; .py notebooks open as notebooks
 	$(VENV)/bin/jupyter lab --allow-root --ServerApp.root_dir="$(CURDIR)"
 
 bench: install ## benchmark the fast model against plain full attention
-	$(VPY) -m icl bench --json outputs/bench.json
+	$(VPY) -m icl bench --json outputs/bench.json --reproduce-jobs 2
 
 sync: install ## re-pair notebooks/*.py with their .ipynb (jupytext --sync)
 	if ls notebooks/*.py >/dev/null 2>&1; then $(VENV)/bin/jupytext --sync notebooks/*.py; fi

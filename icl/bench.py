@@ -511,6 +511,9 @@ def add_arguments(p) -> None:
                    help='run only the cases of these names, e.g. --only "context_updates L=1-64" (default: all)')
     p.add_argument("--repeats", type=int, default=5, help="timed repeats per contender (default: 5)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: 0, torch's choice)")
+    # --- reproduce's parallel speed-up (icl/reproduce.py owns the measurement)
+    p.add_argument("--reproduce-jobs", type=int, default=0, metavar="N",
+                   help="also time `reproduce --profile ci` serially and with --jobs N (minutes; default: 0, skip)")
 
 
 def run(args) -> int:
@@ -545,6 +548,14 @@ def run(args) -> int:
                     **({"cuda_max_allocated_mib": torch.cuda.max_memory_allocated() / 2**20} if device.type == "cuda" else {})},
         "wall_seconds": time.perf_counter() - start,
     }
+    if args.reproduce_jobs:  # --- reproduce's parallel speed-up (icl/reproduce.py owns the measurement)
+        from .reproduce import parallel_speedup
+
+        result["reproduce_parallel"] = parallel_speedup(args.reproduce_jobs)
+        result["reproduce_parallel_speedup"] = result["reproduce_parallel"]["reproduce_parallel_speedup"]
+        r = result["reproduce_parallel"]
+        print(f"reproduce --profile ci: serial {r['serial_seconds']:.0f} s, --jobs {r['jobs']} {r['parallel_seconds']:.0f} s: "
+              f"{r['reproduce_parallel_speedup']:.2f}x (load average {r['load_average']:.1f} on {r['cores']} cores)")
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1))

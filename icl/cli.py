@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -21,6 +22,10 @@ COMMANDS = {
     "bound": ("icl.bounds", "softmax, mixture and random-subspace bounds of the softmax model, no training"),
     "bench": ("icl.bench", "training steps per second of icl against plain full attention, with the ratio"),
 }
+
+
+DESCRIPTION = ("In-context learning with linear and softmax attention: train models, run sweeps through the run "
+               "cache, execute the paper's notebooks, benchmark. Bad input exits with status 2 and one line.")
 
 
 class Parser(argparse.ArgumentParser):
@@ -62,14 +67,40 @@ def write_json(obj, path: str) -> None:
         Path(path).write_text(text)
 
 
+def field_help() -> dict[str, str]:
+    """Each RunConfig field's description: its comment in config.py, with the allowed values."""
+    import inspect
+
+    from . import config
+
+    notes = {"steps": "training steps (one Adam update on a fresh batch each)",  # fields without a comment
+             "warmup_fraction": "fraction of the steps spent in the linear warm-up, in [0, 1)",
+             "seed": "seed of the training data stream and of the initial weights"}
+    for line in inspect.getsource(RunConfig).splitlines():
+        m = re.match(r"\s+(\w+): [\w.]+ = [^#]*#\s*(.*)", line)
+        if m:
+            notes[m.group(1)] = m.group(2).strip()
+    choices = {"model": config.MODELS, "task": config.TASKS, "device": config.DEVICES,
+               "schedule": config.SCHEDULES, "residual_scale": config.RESIDUAL_SCALES}
+    out = {}
+    for name in field_names():
+        text = notes.get(name, "")
+        if name in choices:
+            text = (text + "; " if text and "|" not in text else "") + "one of " + ", ".join(choices[name])
+        elif field_type(name) is bool:
+            text = (text + "; " if text else "") + "true or false"
+        out[name] = text
+    return out
+
+
 def add_config_flags(p: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
     """One flag per RunConfig field (or per field in `only`), dashes for underscores, with its
-    default in the help."""
-    defaults = RunConfig()
+    description, allowed values and default in the help."""
+    defaults, notes = RunConfig(), field_help()
     for name in only or field_names():
         kind = field_type(name).__name__
         p.add_argument("--" + name.replace("_", "-"), dest=name, default=argparse.SUPPRESS, metavar=kind.upper(),
-                       help=f"(default: {getattr(defaults, name)})")
+                       help=f"{notes[name]} (default: {getattr(defaults, name)})".replace("%", "%%").lstrip())
 
 
 def add_arguments_train(p: argparse.ArgumentParser) -> None:
@@ -111,7 +142,8 @@ def add_arguments_sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     # The options that matter most live in the file, so the help lists them too, one a line.
     defaults = RunConfig()
-    keys = "\n".join(f"  {name:<20} (default: {getattr(defaults, name)})" for name in field_names())
+    notes = field_help()
+    keys = "\n".join(f"  {name:<20} {notes[name]} (default: {getattr(defaults, name)})" for name in field_names())
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = ("keys of PARAMS.yaml (any RunConfig field; unknown keys are an error):\n" + keys +
                 "\nlists that sweep an axis: depths, seeds, models, learning_rates, top_ks, "
@@ -140,7 +172,7 @@ HANDLERS = {"train": (add_arguments_train, run_train), "sweep": (add_arguments_s
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m icl", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m icl", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for name, (module, help_text) in COMMANDS.items():
         add, _ = handler(name, module)

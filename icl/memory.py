@@ -97,10 +97,11 @@ def memory_limit(device: str) -> tuple[int, str]:
 
 def check_fits(cfg: RunConfig, depths: list[int] | None = None, device: str | None = None) -> None:
     """ConfigError (one line: the estimate and the limit) if the run cannot fit in memory."""
-    from .train import resolve_device  # a missing GPU is a config error, before any estimate
-
     need = estimate_bytes(cfg, depths)
-    device = resolve_device(device or cfg.device).type
+    if device is None:
+        from .train import resolve_device  # ConfigError where cuda is asked for and absent
+
+        device = resolve_device(cfg.device).type
     limit, what = memory_limit(device)
     if need > limit:
         layers = sum(depths or [cfg.depth])

@@ -48,12 +48,11 @@ def declared_parameters(root: Path, name: str) -> dict:
     """The notebook's parameters and their defaults, read from its `parameters` cell (every
     top-level `name = literal`; papermill.inspect_notebook misreads a cell whose last line is
     a call, as ours is)."""
-    import nbformat
-
-    nb = nbformat.read(root / "notebooks" / f"{name}.ipynb", as_version=4)
-    cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
+    nb = json.loads((root / "notebooks" / f"{name}.ipynb").read_text())  # json: nbformat takes seconds to import
+    cell = next((c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    source = "".join(cell["source"]) if cell is not None else ""
     declared = {}
-    for node in ast.parse(cell.source).body if cell is not None else []:
+    for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             try:
                 declared[node.targets[0].id] = ast.literal_eval(node.value)
@@ -122,7 +121,24 @@ def relative_paths(notebook: Path, root: Path) -> None:
     for key in ("input_path", "output_path"):
         if meta.get(key) and Path(meta[key]).is_absolute():
             meta[key] = os.path.relpath(meta[key], root)
+    deterministic(nb)
     nbformat.write(nb, notebook)
+
+
+TIMESTAMPS = ("start_time", "end_time", "duration")
+
+
+def deterministic(nb) -> None:
+    """Drop what changes on every execution of unchanged code (timestamps, durations, the random
+    id of papermill's injected cell), so that a diff of an executed notebook means something."""
+    for key in TIMESTAMPS:
+        nb.metadata.get("papermill", {}).pop(key, None)
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        for key in TIMESTAMPS:
+            cell.metadata.get("papermill", {}).pop(key, None)
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell["id"] = "injected-parameters"
 
 
 def staging_paths(root: Path, params: dict, name: str) -> dict[str, Path]:
@@ -215,6 +231,24 @@ def write_log(path: Path, text: str) -> None:
     path.write_text(re.sub(r"\x1b\[[0-9;]*m", "", text + ("\n--- kernel's standard error ---\n" + extra if extra else "")))
 
 
+def hold_lock(root: Path, profile: str):
+    """An exclusive lock on the profile's staging folder: two reproductions of one profile at
+    once would publish into each other's folders. Released when the returned file is closed or
+    the process ends (a killed run leaves no stale lock)."""
+    import fcntl
+
+    path = root / profile_root(profile) / ".staging" / ".lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "w")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise ConfigError(f"profile: another `icl reproduce --profile {profile}` is running on "
+                          f"{profile_root(profile)}/ (it holds {path.relative_to(root)}); wait for it to end") from None
+    return f
+
+
 class Serial:
     """The executor interface, running each job at once in this process (--jobs 1)."""
 
@@ -243,6 +277,7 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
         check_device(params[n])
     for n in names:
         check_parameters(root, n, params[n])
+    lock = hold_lock(root, profile)  # noqa: F841 (held until this function returns)
     env = {"MPLBACKEND": INLINE_BACKEND, **(ONE_THREAD if jobs > 1 else {})}
     number = {n: i for i, n in enumerate(names, 1)}
     results: dict[str, dict] = {}
@@ -267,6 +302,8 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
                     pending.remove(n)
                     log(f"[{number[n]}/{len(names)}] {n} ({profile}) started")
                     running[pool.submit(run_notebook, str(root), n, params[n], env)] = n
+            if not running:  # nothing can start: the needs of what is left are circular
+                raise ConfigError(f"NEEDS: {', '.join(pending)} wait for each other; the dependencies must not form a cycle")
             finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for f in finished:
                 n = running.pop(f)
@@ -282,13 +319,21 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
     return results
 
 
+def cores() -> int:
+    """The cores this process may use (as `nproc` counts them), not the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def add_arguments(p) -> None:
     p.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)} (default: quick)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these notebooks (e.g. 03_difficult)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+    p.add_argument("--jobs", type=int, default=cores(), metavar="N",
                    help="notebooks run at once, in separate processes of one thread each "
-                        f"(default: the number of cores, {os.cpu_count()}); 1 runs them one after another")
+                        f"(default: the number of cores, {cores()}); 1 runs them one after another")
     p.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("KEY", "VALUE"), default=[],
                    help="set a parameter (a YAML value) of every notebook that declares it, as papermill -p does")
 
@@ -305,6 +350,7 @@ def run(args) -> int:
     if bad:
         raise ConfigError(f"only: unknown notebook {bad[0]!r}; allowed: {', '.join(NOTEBOOKS)}")
     names = [n for n in NOTEBOOKS if n in names]  # the order notebooks (and their needs) run in
+    check_device({"device": args.device})  # first: a missing GPU is the most common stop
     overrides = {}
     for key, value in args.parameter:
         import yaml
@@ -342,7 +388,8 @@ def run(args) -> int:
 
 def parallel_speedup(jobs: int = 2, profile: str = "ci") -> dict:
     """Wall time of a whole reproduction at `profile`, serial and with `jobs` processes, in one
-    call (the bench's `reproduce_parallel_speedup`)."""
+    call (the bench's `reproduce_parallel_speedup`). The workers are spawned: a script that calls
+    this must do so under `if __name__ == "__main__":` (`python -m icl bench` does)."""
     from .notebook import repo_root
 
     root = repo_root()
@@ -354,7 +401,7 @@ def parallel_speedup(jobs: int = 2, profile: str = "ci") -> dict:
         if any(r["status"] != "ok" for r in results.values()):
             raise RuntimeError(f"reproduce --profile {profile} --jobs {j} failed: {results}")
     return {"profile": profile, "jobs": jobs, "serial_seconds": round(seconds[1], 1),
-            "parallel_seconds": round(seconds[jobs], 1), "cores": os.cpu_count(),
+            "parallel_seconds": round(seconds[jobs], 1), "cores": cores(),
             "load_average": os.getloadavg()[0], "reproduce_parallel_speedup": round(seconds[1] / seconds[jobs], 2)}
 
 

@@ -20,6 +20,7 @@ BAD = [
     ("input_exponent", math.nan), ("task_exponent", math.nan), ("input_exponent", math.inf),
     ("model", "mlp"), ("task", "hard"), ("device", "tpu"), ("schedule", "linear"),
     ("residual_scale", "sqrt"), ("warmup_fraction", 1.0), ("init_scale", -1.0),
+    ("key_dim", 7),  # > dim 6
 ]
 
 
@@ -35,7 +36,8 @@ def test_impossible_value_names_its_key(key, value):
 
 
 @pytest.mark.parametrize("key,value", [("top_k", 12), ("top_k", 1), ("learning_rate", 0.0), ("label_noise", 0.0),
-                                       ("input_exponent", -0.5), ("key_dim", 0), ("warmup_fraction", 0.0)])
+                                       ("input_exponent", -0.5), ("key_dim", 0), ("key_dim", 6),
+                                       ("warmup_fraction", 0.0)])
 def test_edge_values_are_allowed(key, value):
     assert getattr(tiny_config(**{key: value}), key) == value
 

@@ -51,3 +51,26 @@ def test_executed_notebooks_carry_no_absolute_paths(tmp_path):
     relative_paths(path, tmp_path)
     meta = nbformat.read(path, as_version=4).metadata["papermill"]
     assert meta == {"input_path": "notebooks/a.ipynb", "output_path": "outputs/a/a.ipynb"}
+
+
+def test_executed_notebooks_carry_no_timestamps_or_random_ids(tmp_path):
+    import nbformat
+
+    from icl.reproduce import relative_paths
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["papermill"] = {"start_time": "2026-11-29T23:42:37", "end_time": "x", "duration": 6.8, "version": "2.7.0"}
+    injected = nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["injected-parameters"]})
+    plain = nbformat.v4.new_code_cell("y = 2", metadata={"execution": {"iopub.execute_input": "2026-11-29T23:42:37Z"},
+                                                        "papermill": {"duration": 1.9, "status": "completed"}})
+    nb.cells = [injected, plain]
+    path = tmp_path / "a.ipynb"
+    nbformat.write(nb, path)
+    relative_paths(path, tmp_path)
+    first = path.read_text()
+    back = nbformat.read(path, as_version=4)
+    assert back.metadata["papermill"] == {"version": "2.7.0"}
+    assert back.cells[0].id == "injected-parameters"
+    assert back.cells[1].metadata == {"papermill": {"status": "completed"}}
+    relative_paths(path, tmp_path)
+    assert path.read_text() == first

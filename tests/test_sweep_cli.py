@@ -227,3 +227,121 @@ def test_runs_of_picks_one_spectrum_and_any_further_config_values():
           for L in (1, 2)]
     assert [r["config"]["depth"] for r in runs_of(rs, [1.0, 0.0])] == [1, 2]
     assert runs_of(rs, (0.0, 0.0), depth=2) == [rs[1]] and runs_of(rs, [0.0, 1.0]) == []
+
+
+# --- the issue-11 table: one line, exit 2, in seconds, before any training -----------------
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Fail the test if anything starts to train."""
+    fail = lambda *a, **k: pytest.fail("training started before the input was checked")
+    monkeypatch.setattr(icl.train, "train_group", fail)
+    monkeypatch.setattr(icl.train, "train", fail)
+    monkeypatch.setattr(sys.modules["icl.sweep"], "train_group", fail)
+
+
+def quick_error(capsys, argv, *words) -> str:
+    import time
+
+    start = time.perf_counter()
+    err = one_error_line(capsys, argv, words[0])
+    for w in words[1:]:
+        assert w in err, (w, err)
+    assert time.perf_counter() - start < 5
+    return err
+
+
+@pytest.mark.parametrize("content", [b"\x80\x04\x95 pickled, not YAML", b"model: linear\n\x00\x00\x01", "dépths: [1]".encode("latin-1")],
+                         ids=["binary", "nul", "latin-1"])
+def test_binary_or_non_utf8_sweep_file_exits_2(capsys, tmp_path, no_training, content):
+    (tmp_path / "bad.yaml").write_bytes(content)
+    quick_error(capsys, ["sweep", str(tmp_path / "bad.yaml"), "--cache", str(tmp_path / "c")], "bad.yaml", "not a text file")
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n", "{}\n"], ids=["empty", "blank", "comment", "empty-mapping"])
+def test_empty_sweep_file_exits_2(capsys, tmp_path, no_training, text):
+    params = write(tmp_path / "empty.yaml", text)
+    quick_error(capsys, ["sweep", str(params), "--cache", str(tmp_path / "c")], "empty.yaml", "sets nothing")
+
+
+@pytest.mark.parametrize("flags", [["--dim=100000"], ["--context-length=10000000"], ["--batch-size=100000000"]],
+                         ids=lambda f: f[0])
+def test_sizes_that_cannot_fit_are_refused_up_front(capsys, no_training, flags):
+    flag = flags[0].split("=")[0][2:].replace("-", "_")
+    err = quick_error(capsys, ["train", "--no-progress", *flags], "memory", "GiB", flag)
+    assert "more than" in err
+
+
+def test_sweep_sizes_that_cannot_fit_are_refused_before_any_group_trains(capsys, tmp_path, no_training):
+    params = write(tmp_path / "big.yaml", SWEEP + "depths: [1, 2]\nseeds: [0, 1]\ndim: 200000\n")
+    quick_error(capsys, ["sweep", str(params), "--cache", str(tmp_path / "c")], "memory", "GiB")
+
+
+def test_key_dim_above_dim_exits_2(capsys, no_training):
+    quick_error(capsys, ["train", "--key-dim=64", "--dim=8"], "key_dim", "64", "dim (8)")
+
+
+def test_unwritable_json_path_is_refused_before_training(capsys, tmp_path, no_training):
+    (tmp_path / "a_file").write_text("x")
+    for path in (tmp_path / "a_file" / "r.json", tmp_path):  # a file as folder; a folder as file
+        quick_error(capsys, ["train", *TINY_FLAGS, "--json", str(path)], "--json", str(path))
+    params = write(tmp_path / "s.yaml", SWEEP + "depths: [1, 2]\n")
+    quick_error(capsys, ["sweep", str(params), "--cache", str(tmp_path / "c"), "--json", str(tmp_path / "a_file" / "x")],
+                "--json")
+
+
+def as_unprivileged(cmd: list[str]) -> list[str]:
+    """As root, file modes do not stop writes: run the command as nobody instead."""
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd] if os.geteuid() == 0 else cmd
+
+
+def test_sweep_into_a_read_only_cache_is_refused_before_training(tmp_path):
+    import shutil
+    import stat
+    import tempfile
+    import time
+
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("running as root without setpriv: cannot make a folder read-only")
+    work = Path(tempfile.mkdtemp(prefix="icl-ro-"))  # readable by nobody, unlike pytest's tmp_path
+    try:
+        os.chmod(work, 0o755)
+        params = write(work / "s.yaml", SWEEP + "depths: [1]\nseeds: [0, 1]\n")
+        cache = work / "cache"
+        assert main(["sweep", str(write(work / "one.yaml", SWEEP + "depths: [1]\nseeds: [0]\n")),
+                     "--cache", str(cache), "--no-progress"]) == 0  # one entry present, one missing
+        for p in [cache, *cache.rglob("*")]:
+            p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+        import resource
+
+        before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        proc = subprocess.run(as_unprivileged([sys.executable, "-m", "icl", "sweep", str(params), "--cache", str(cache),
+                                               "--no-progress"]), capture_output=True, text=True, cwd=work, timeout=120,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+        seconds, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert "cache" in lines[0] and str(cache) in lines[0] and "not writable" in lines[0]
+        assert cpu < 5 and seconds < 60  # ~3 s on an idle machine, most of it importing torch
+    finally:
+        for p in [work, *work.rglob("*")]:
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        shutil.rmtree(work)
+
+
+def test_help_describes_each_option_and_its_allowed_values(capsys):
+    text = " ".join(help_text(capsys, "train").split())
+    assert "one of linear, softmax, shared_stream, untied_values, context_updates (default: softmax)" in text
+    assert "number of attention layers L (default: 1)" in text
+    assert "true or false (default: True)" in text  # normalize_inputs
+    from icl.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices["train"]
+    helps = {a.dest: a.help for a in sub._actions}
+    for name in field_names():  # every option says something besides its default
+        assert len(helps[name].split("(default:")[0].split()) >= 2, f"--{name} has no description"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    top = " ".join(capsys.readouterr().out.split())
+    assert "Bad input exits with status 2 and one line." in top  # a whole sentence, not cut off
