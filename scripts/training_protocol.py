@@ -1,11 +1,15 @@
 """The settings of docs/training_protocol.md, re-run: the difficult top-2 softmax sweep at depths
 1-64 under one setting at a time (one batched pass each, through the run cache, so an interrupted
-run resumes and a repeated one reads its results), printed as the document's table rows.
+run resumes and a repeated one reads its results), printed as the document's table rows; and the
+C1 settings of section 7 (the easy-task linear sweep of notebook 01 at depths 1-32, one batched
+pass per spectrum, seed 0), printed as validation loss per depth, worst plateau measure,
+converged count and wall seconds.
 
     .venv/bin/python scripts/training_protocol.py --list
     OMP_NUM_THREADS=1 .venv/bin/python scripts/training_protocol.py --only "d_k 4, lr 0.003" --json protocol.json
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/training_protocol.py --only "C1: 2,000 steps, L^0.5"
 
-All twelve settings took 4 minutes of wall time (8 CPU-minutes) on a 2-core machine.
+All twelve difficult-task settings took 4 minutes of wall time (8 CPU-minutes) on a 2-core machine.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from icl.cache import RunCache
 from icl.config import RunConfig
 from icl.notebook import losses_frame
 from icl.sweep import run_sweep
+from icl.train import DivergenceError
 
 DEPTHS = (1, 2, 4, 8, 16, 32, 64)
 # The fixed setting of the document: d = 16, P = 64, batch 256, unit-sphere inputs, isotropic
@@ -42,10 +47,66 @@ SETTINGS = {
     "residual_scale unit": dict(residual_scale="unit"),
 }
 
+# Section 7: C1's linear model on the easy task at the quick settings of notebook 01
+# (params/quick/01_easy_linear.yaml), seed 0. Depth L trains at learning_rate * L**lr_depth_exponent.
+C1_DEPTHS = (1, 2, 4, 8, 16, 32)
+C1_SPECTRA = ((2.0, 0.0), (1.0, 1.0), (0.0, 0.0))
+C1_BASE = dict(model="linear", task="easy", dim=32, context_length=128, batch_size=128, steps=1000,
+               learning_rate=3e-3, eval_contexts=1024, eval_points=20, seed=0, device="cpu")
+# `spectra`: where the document ran a setting (default C1_SPECTRA). The settings that diverged on
+# (2, 0), the hardest spectrum, were not run further; 3,000 steps is over the cost limit of section 7.
+C1_SETTINGS = {
+    "C1: 1,000 steps, L^0.5": dict(lr_depth_exponent=0.5),
+    "C1: 2,000 steps, L^0.5": dict(lr_depth_exponent=0.5, steps=2000),
+    "C1: 3,000 steps, L^0.5": dict(lr_depth_exponent=0.5, steps=3000, spectra=((2.0, 0.0), (1.0, 1.0))),
+    "C1: 4,000 steps, batch 64, L^0.5": dict(lr_depth_exponent=0.5, steps=4000, batch_size=64, spectra=((2.0, 0.0),)),
+    "C1: 1,000 steps, L^0.75": dict(lr_depth_exponent=0.75, spectra=((2.0, 0.0),)),
+    "C1: 1,000 steps, L^0.75, 10 % warm-up": dict(lr_depth_exponent=0.75, warmup_fraction=0.1, spectra=((2.0, 0.0),)),
+}
+
 
 def sweep(name: str, cache: RunCache, progress: bool) -> pd.DataFrame:
     cfgs = [RunConfig.from_dict({**BASE, **SETTINGS[name], "depth": L}, name) for L in DEPTHS]
     return losses_frame(run_sweep(cfgs, cache, progress=progress))
+
+
+def c1_sweep(name: str, spectrum: tuple, cache: RunCache, progress: bool) -> list[dict] | str:
+    """The C1 runs of one setting and spectrum, or the divergence message where the pass broke."""
+    over = dict(C1_SETTINGS[name])
+    exponent = over.pop("lr_depth_exponent")
+    over.pop("spectra", None)
+    base = {**C1_BASE, **over, "input_exponent": spectrum[0], "task_exponent": spectrum[1]}
+    cfgs = [RunConfig.from_dict({**base, "depth": L, "learning_rate": base["learning_rate"] * L**exponent}, name)
+            for L in C1_DEPTHS]
+    try:
+        return run_sweep(cfgs, cache, progress=progress)
+    except DivergenceError as err:
+        return str(err)
+
+
+def c1_row(name: str, spectrum: tuple, runs: list[dict] | str) -> dict:
+    """One line of section 7's table: validation loss per depth, the worst plateau measure of the
+    runs that did not diverge (final loss above the initial one, as in notebook 01), the count of
+    converged runs among them, the diverged depths, and the pass's wall seconds."""
+    r = {"setting": name, "spectrum": list(spectrum)}
+    if isinstance(runs, str):
+        return {**r, "error": runs}
+    diverged = [x["config"]["depth"] for x in runs if not x["final_loss"] <= x["initial_loss"]]
+    return {**r, **{f"L={x['config']['depth']}": x["validation_loss"] for x in runs},
+            "final": {x["config"]["depth"]: x["final_loss"] for x in runs},
+            "plateau": {x["config"]["depth"]: x["plateau"] for x in runs},
+            "max plateau": max(x["plateau"] for x in runs if x["config"]["depth"] not in diverged),
+            "converged": sum(x["converged"] and x["config"]["depth"] not in diverged for x in runs),
+            "diverged": diverged, "seconds": runs[0]["wall_seconds"]}
+
+
+def c1_markdown(r: dict) -> str:
+    head = f"| {r['setting'][4:]} | ({r['spectrum'][0]:g}, {r['spectrum'][1]:g}) | "
+    if "error" in r:
+        return head + " | ".join(["–"] * len(C1_DEPTHS)) + f" | {r['error']} | – | – |"
+    losses = " | ".join("diverged" if L in r["diverged"] else f"{r[f'L={L}']:.4f}" for L in C1_DEPTHS)
+    return (head + f"{losses} | {r['max plateau']:.3f} | {r['converged']} of {len(C1_DEPTHS)}"
+            + (f", {len(r['diverged'])} diverged" if r["diverged"] else "") + f" | {r['seconds']:.0f} |")
 
 
 def row(name: str, df: pd.DataFrame) -> dict:
@@ -70,22 +131,43 @@ def main(argv=None) -> int:
     p.add_argument("--cache", default="outputs/runs", help="run cache folder (default: outputs/runs)")
     p.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    p.add_argument("--spectra", nargs="+", metavar="A,B",
+                   help="C1 settings only: run these spectra (input_exponent,task_exponent; default: those "
+                   "of the document, at most " + " ".join(f"{a:g},{b:g}" for a, b in C1_SPECTRA) + ")")
     args = p.parse_args(argv)
     if args.list:
-        print("\n".join(SETTINGS))
+        print("\n".join([*SETTINGS, *C1_SETTINGS]))
         return 0
-    names = args.only or list(SETTINGS)
-    unknown = [n for n in names if n not in SETTINGS]
+    names = args.only or [*SETTINGS, *C1_SETTINGS]
+    unknown = [n for n in names if n not in SETTINGS and n not in C1_SETTINGS]
     if unknown:
         print(f"unknown setting {unknown[0]!r}; --list shows them", file=sys.stderr)
         return 2
+    try:
+        spectra = [tuple(float(v) for v in s.split(",")) for s in args.spectra] if args.spectra else None
+    except ValueError:
+        spectra = [()]
+    if spectra is not None and not all(len(s) == 2 for s in spectra):
+        print("--spectra takes pairs A,B such as 2,0", file=sys.stderr)
+        return 2
     cache = RunCache(args.cache)
-    print("| setting | " + " | ".join(f"L={L}" for L in DEPTHS) + " | max plateau | alpha | L0 | R² |")
-    print("|---" * (len(DEPTHS) + 5) + "|")
     rows = []
-    for name in names:
+    difficult = [n for n in names if n in SETTINGS]
+    if difficult:
+        print("| setting | " + " | ".join(f"L={L}" for L in DEPTHS) + " | max plateau | alpha | L0 | R² |")
+        print("|---" * (len(DEPTHS) + 5) + "|")
+    for name in difficult:
         rows.append(row(name, sweep(name, cache, not args.no_progress)))
         print(markdown(rows[-1]), flush=True)
+    c1 = [n for n in names if n in C1_SETTINGS]
+    if c1:
+        print("\n| setting | spectrum | " + " | ".join(f"val L={L}" for L in C1_DEPTHS)
+              + " | max plateau | converged | seconds |")
+        print("|---" * (len(C1_DEPTHS) + 5) + "|")
+    for name in c1:
+        for spectrum in spectra or C1_SETTINGS[name].get("spectra", C1_SPECTRA):
+            rows.append(c1_row(name, spectrum, c1_sweep(name, spectrum, cache, not args.no_progress)))
+            print(c1_markdown(rows[-1]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1, default=float))
     return 0
