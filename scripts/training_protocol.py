@@ -62,6 +62,8 @@ C1_SETTINGS = {
     "C1: 4,000 steps, batch 64, L^0.5": dict(lr_depth_exponent=0.5, steps=4000, batch_size=64, spectra=((2.0, 0.0),)),
     "C1: 1,000 steps, L^0.75": dict(lr_depth_exponent=0.75, spectra=((2.0, 0.0),)),
     "C1: 1,000 steps, L^0.75, 10 % warm-up": dict(lr_depth_exponent=0.75, warmup_fraction=0.1, spectra=((2.0, 0.0),)),
+    "C1: 1,500 steps, L^0.5": dict(lr_depth_exponent=0.5, steps=1500),
+    "C1: 2,000 steps, L^0.4": dict(lr_depth_exponent=0.4, steps=2000),
 }
 
 
@@ -70,12 +72,12 @@ def sweep(name: str, cache: RunCache, progress: bool) -> pd.DataFrame:
     return losses_frame(run_sweep(cfgs, cache, progress=progress))
 
 
-def c1_sweep(name: str, spectrum: tuple, cache: RunCache, progress: bool) -> list[dict] | str:
-    """The C1 runs of one setting and spectrum, or the divergence message where the pass broke."""
+def c1_sweep(name: str, spectrum: tuple, seed: int, cache: RunCache, progress: bool) -> list[dict] | str:
+    """The C1 runs of one setting, spectrum and seed, or the divergence message where the pass broke."""
     over = dict(C1_SETTINGS[name])
     exponent = over.pop("lr_depth_exponent")
     over.pop("spectra", None)
-    base = {**C1_BASE, **over, "input_exponent": spectrum[0], "task_exponent": spectrum[1]}
+    base = {**C1_BASE, **over, "input_exponent": spectrum[0], "task_exponent": spectrum[1], "seed": seed}
     cfgs = [RunConfig.from_dict({**base, "depth": L, "learning_rate": base["learning_rate"] * L**exponent}, name)
             for L in C1_DEPTHS]
     try:
@@ -84,11 +86,13 @@ def c1_sweep(name: str, spectrum: tuple, cache: RunCache, progress: bool) -> lis
         return str(err)
 
 
-def c1_row(name: str, spectrum: tuple, runs: list[dict] | str) -> dict:
+def c1_row(name: str, spectrum: tuple, seed: int, runs: list[dict] | str) -> dict:
     """One line of section 7's table: validation loss per depth, the worst plateau measure of the
     runs that did not diverge (final loss above the initial one, as in notebook 01), the count of
-    converged runs among them, the diverged depths, and the pass's wall seconds."""
-    r = {"setting": name, "spectrum": list(spectrum)}
+    converged runs among them, the diverged depths, and the wall seconds of the deepest run's pass
+    (a run whose config another setting shares, depth 1 at any exponent, is read from that
+    setting's cache entry)."""
+    r = {"setting": name, "spectrum": list(spectrum), "seed": seed}
     if isinstance(runs, str):
         return {**r, "error": runs}
     diverged = [x["config"]["depth"] for x in runs if not x["final_loss"] <= x["initial_loss"]]
@@ -97,11 +101,12 @@ def c1_row(name: str, spectrum: tuple, runs: list[dict] | str) -> dict:
             "plateau": {x["config"]["depth"]: x["plateau"] for x in runs},
             "max plateau": max(x["plateau"] for x in runs if x["config"]["depth"] not in diverged),
             "converged": sum(x["converged"] and x["config"]["depth"] not in diverged for x in runs),
-            "diverged": diverged, "seconds": runs[0]["wall_seconds"]}
+            "diverged": diverged, "seconds": runs[-1]["wall_seconds"]}
 
 
 def c1_markdown(r: dict) -> str:
-    head = f"| {r['setting'][4:]} | ({r['spectrum'][0]:g}, {r['spectrum'][1]:g}) | "
+    seed = f", seed {r['seed']}" if r["seed"] else ""
+    head = f"| {r['setting'][4:]} | ({r['spectrum'][0]:g}, {r['spectrum'][1]:g}){seed} | "
     if "error" in r:
         return head + " | ".join(["–"] * len(C1_DEPTHS)) + f" | {r['error']} | – | – |"
     losses = " | ".join("diverged" if L in r["diverged"] else f"{r[f'L={L}']:.4f}" for L in C1_DEPTHS)
@@ -131,6 +136,8 @@ def main(argv=None) -> int:
     p.add_argument("--cache", default="outputs/runs", help="run cache folder (default: outputs/runs)")
     p.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0], metavar="SEED",
+                   help="C1 settings only: train these seeds (default: 0, as in the document's table)")
     p.add_argument("--spectra", nargs="+", metavar="A,B",
                    help="C1 settings only: run these spectra (input_exponent,task_exponent; default: those "
                    "of the document, at most " + " ".join(f"{a:g},{b:g}" for a, b in C1_SPECTRA) + ")")
@@ -166,8 +173,9 @@ def main(argv=None) -> int:
         print("|---" * (len(C1_DEPTHS) + 5) + "|")
     for name in c1:
         for spectrum in spectra or C1_SETTINGS[name].get("spectra", C1_SPECTRA):
-            rows.append(c1_row(name, spectrum, c1_sweep(name, spectrum, cache, not args.no_progress)))
-            print(c1_markdown(rows[-1]), flush=True)
+            for seed in args.seeds:
+                rows.append(c1_row(name, spectrum, seed, c1_sweep(name, spectrum, seed, cache, not args.no_progress)))
+                print(c1_markdown(rows[-1]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1, default=float))
     return 0
