@@ -62,7 +62,9 @@ def _check_type(key: str, value, default) -> object:
     if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
         return list(value)
     if type(value) is not type(default):
-        raise ConfigError(f"{key}: {value!r} is not allowed; it must be a {type(default).__name__} like its default {default!r}")
+        kind = {"int": "an integer", "float": "a number", "str": "a string", "list": "a list", "dict": "a mapping"}
+        raise ConfigError(f"{key}: {value!r} is not allowed; it must be {kind.get(type(default).__name__, type(default).__name__)} "
+                          f"like its default {default!r}")
     return value
 
 

@@ -177,22 +177,25 @@ cells_png = nb.save_figure(s, fig, "regime_cells")
 # **What the quick profile shows.**
 #
 # - *Full rank sits on the bound.* In all five full-rank cells one trained layer is within 3 % of
-#   the softmax bound (d = 16, P = 64: 0.196 against 0.194), and the mixture bound is only 1–4 %
-#   lower. Depth changes little: between −4 % (P = 16) and +8 % (d = 32, where the deeper models
-#   end *above* one layer; 2,000 steps are too few for them, as the measurement study found with
-#   6,000). No full-rank cell shows a power law in depth.
+#   the softmax bound (d = 16, P = 64: 0.196 against 0.194), and the mixture bound is only
+#   0.7–4.4 % lower. Depth changes little: from −4 % (P = 16) to +7 % (d = 32, where the deeper
+#   models end *above* one layer; 2,000 steps are too few for them, as the measurement study found
+#   with 6,000). No full-rank cell shows a power law in depth.
 # - *Rank-limited layers fall with depth towards the bound.* At d = 16, P = 64 the one-layer loss
 #   falls with the rank (0.96, 0.92, 0.84, 0.69, 0.47 for key_dim 1, 2, 4, 8, 12), and depth
-#   brings each of them down: key_dim 12 ends at 0.214, 1.1 × the bound, key_dim 8 at 0.288,
-#   key_dim 4 at 0.40 by depth 256. The lower the rank, the later the curve bends: α is 0.10, 0.38,
-#   0.70 for key_dim 1, 2, 4 and 1.25 for key_dim 8 and 12. Only key_dim 8 and 12 come close to α = 1.
+#   brings each of them down: key_dim 12 ends at 0.214, 1.1 × the bound, key_dim 8 at 0.288 and
+#   key_dim 4 at 0.395 by depth 256. The lower the rank, the later the curve bends: α is 0.10,
+#   0.38 and 0.70 for key_dim 1, 2 and 4, 1.25 and 1.24 for key_dim 8 and 12. Within 0.25 of
+#   α = 1 are key_dim 8 and 12 at (16, 64), key_dim 4 at P = 256 (0.98) and key_dim 2 at d = 8
+#   (0.87); the others are flatter.
 # - *Depth never beats rank.* No rank-limited model, at any depth, gets below the best single
-#   full-rank layer of its (d, P); the only cells where depth beats one layer at all are full rank,
-#   by 1–4 %, as the mixture bound allows.
+#   full-rank layer of its (d, P). The only cells where depth beats one layer at all are full rank,
+#   by 1.2 % (P = 64) and 3.9 % (P = 16), within what the mixture bound allows.
 # - *Random subspaces explain the shape, not the numbers.* The untrained random-subspace ensembles
 #   start where the trained one-layer models start and end close to them at the deepest depth, but
-#   trained layers fall faster at intermediate depths (they learn complementary subspaces rather
-#   than drawing them at random), so the gap exceeds 15 % somewhere in every rank-limited cell.
+#   trained layers fall faster at intermediate depths (they learn their subspaces rather than draw
+#   them at random), so the gap exceeds 15 % somewhere in eight of the nine rank-limited cells (all
+#   but d = 32).
 
 # %% [markdown]
 # ## Verdicts
