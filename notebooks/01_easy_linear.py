@@ -393,17 +393,18 @@ claims.show_claims(s)
 
 # %% [markdown]
 # **What the quick profile shows.** For every spectrum the loss falls with depth as a clean power
-# law (R² 0.97–0.995, no deeper model above a shallower one), and the exponent depends on the
-# spectrum: about 1.2 for isotropic inputs, 0.97 for (1, 1), 0.86 for (1.5, 0.5) and 0.69 for (2, 0);
-# steeper input spectra scale more slowly with depth, as A.2 predicts. Only (2, 0) lies between the
-# two references, though. For (1, 1) and (1.5, 0.5) the trained exponent is *below* the
-# repeated-update reference (1.71 and 1.07), which a model with its own preconditioner in every
-# layer should at least match. Half of the runs, mostly the deep ones, still fall by more than 1 %
-# over their last 20 % of training (hollow points). Their losses are therefore upper bounds, and the
-# measured exponents probably underestimate what longer training would give. A step budget that
-# grows with depth, on a GPU (`paper` profile), is the next thing to try. A.1 holds exactly: the
-# trained model *is* its covariance polynomial (same loss to float precision). Mode by mode, weak
-# modes need depth: the strongest mode is learned at depth 1, the tenth at 32, and the weakest 22
-# not within 32 layers, close to the repeated-update reference (whose eleventh mode converges at
-# depth 30). But along training the one-layer model does not learn its strong modes first (rank
-# correlation −0.18), while the 32-layer model does (0.82): C6a is only partly reproduced.
+# law (R² 0.95–0.996), and the exponent depends on the spectrum: 1.33 for isotropic inputs, 1.09
+# for (1, 1), 0.94 for (1.5, 0.5) and 0.69 for (2, 0); steeper input spectra scale more slowly with
+# depth, as A.2 predicts. Only (2, 0) lies between the two references, though. For (1, 1) and
+# (1.5, 0.5) the trained exponent is *below* the repeated-update reference (1.71 and 1.07), which a
+# model with its own preconditioner in every layer should at least match. With the 2,000-step
+# budget of `docs/training_protocol.md` (section 7) no run diverged, but 27 of the 48 runs, mostly
+# the deep ones and every isotropic one, still fall by more than 1 % over their last 20 % of
+# training (hollow points). Their losses are upper bounds, and the measured exponents probably
+# underestimate what longer training would give; faster rates diverged within twice the budget, so
+# the `paper` profile's longer training is the next thing to try. A.1 holds exactly: the trained
+# model *is* its covariance polynomial (same loss to float precision). Mode by mode, weak modes need
+# depth: the strongest mode is learned at depth 1, the tenth at 32, and the weakest 22 not within
+# 32 layers, close to the repeated-update reference (whose eleventh mode converges at depth 30).
+# But along training the one-layer model does not learn its strong modes first (rank correlation
+# −0.31), while the 32-layer model does (0.82): C6a is only partly reproduced.

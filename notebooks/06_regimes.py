@@ -185,9 +185,9 @@ cells_png = nb.save_figure(s, fig, "regime_cells")
 #   falls with the rank (0.96, 0.92, 0.84, 0.69, 0.47 for key_dim 1, 2, 4, 8, 12), and depth
 #   brings each of them down: key_dim 12 ends at 0.214, 1.1 × the bound, key_dim 8 at 0.288 and
 #   key_dim 4 at 0.395 by depth 256. The lower the rank, the later the curve bends: α is 0.10,
-#   0.38 and 0.70 for key_dim 1, 2 and 4, 1.25 and 1.24 for key_dim 8 and 12. Within 0.25 of
-#   α = 1 are key_dim 8 and 12 at (16, 64), key_dim 4 at P = 256 (0.98) and key_dim 2 at d = 8
-#   (0.87); the others are flatter.
+#   0.38 and 0.70 for key_dim 1, 2 and 4, 1.250 and 1.24 for key_dim 8 and 12. Within 0.25 of
+#   α = 1 are key_dim 12 at (16, 64), key_dim 4 at P = 256 (0.98) and key_dim 2 at d = 8 (0.87);
+#   key_dim 8 misses by 0.0001, and the others are flatter.
 # - *Depth never beats rank.* No rank-limited model, at any depth, gets below the best single
 #   full-rank layer of its (d, P). The only cells where depth beats one layer at all are full rank,
 #   by 1.2 % (P = 64) and 3.9 % (P = 16), within what the mixture bound allows.
