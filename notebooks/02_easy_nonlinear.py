@@ -104,6 +104,14 @@ ax.set_title("softmax attention, easy task")
 depth_png = nb.save_figure(s, fig, "loss_vs_depth")
 
 # %% [markdown]
+# The bound of notebooks 03 and 06 is not drawn here because it is exactly zero:
+# `python -m icl bound --task easy` finds that the isotropic softmax of the cosine, with β between
+# about 160 (isotropic) and 510 (a = 1.5), reads the query's copy in the context with a relative
+# loss of 0.0 for the spectra run here (d = 16, P = 64). A trained
+# layer can represent it (K_lᵀQ_l ∝ I on the sphere), so one layer suffices in principle, and what
+# separates the trained losses from zero is training, not depth.
+
+# %% [markdown]
 # ## Focusing: attention on the matching token, and growing query/key norms
 # The probe follows the one-layer model along training: how much attention lands on the token whose
 # label is the target, the entropy of the attention, and the Frobenius norms of Q and K.

@@ -138,7 +138,7 @@ results = s.run([cfg for c in cells for cfg in cell_runs(c)])
 df = nb.losses_frame(results).assign(dim=[r["config"]["dim"] for r in results],
                                      context_length=[r["config"]["context_length"] for r in results])
 nb.save_table(s, df, "losses")
-bounds_of = regimes.cell_bounds(s.config(task="difficult", input_exponent=a, task_exponent=b), cells, depths_of)
+bounds_of = regimes.cell_bounds(s.config(task="difficult", input_exponent=a, task_exponent=b), cells, depths_of, s.cache)
 table = regimes.regime_table(df, bounds_of)
 of_cell = lambda c: df.query("dim == @c.dim and context_length == @c.context_length and key_dim == @c.key_dim")
 nb.save_table(s, table, "regimes")

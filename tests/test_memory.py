@@ -75,8 +75,9 @@ def test_the_generalised_notebooks_runs_are_never_refused(profile, limit_gib):
     import yaml
 
     p = yaml.safe_load((ROOT / "params" / profile / "04_generalized.yaml").read_text())
-    sizes = {k: p[k] for k in ("dim", "context_length", "key_dim", "batch_size", "eval_contexts")}
-    for model, depths in [("softmax", p["depths"]), ("shared_stream", p["depths"]), ("context_updates", p["context_depths"])]:
-        need = estimate_bytes(RunConfig(model=model, **sizes), depths)
-        print(f"{profile} {model} {depths[-1]}: {need / GIB:.2f} GiB")
-        assert need < limit_gib * GIB, model
+    sizes = {k: p[k] for k in ("dim", "context_length", "batch_size", "eval_contexts")}
+    for key_dim in p["key_dims"]:
+        for model, depths in [("softmax", p["depths"]), ("shared_stream", p["depths"]), ("context_updates", p["context_depths"])]:
+            need = estimate_bytes(RunConfig(model=model, key_dim=key_dim, **sizes), depths)
+            print(f"{profile} {model} key_dim {key_dim} {depths[-1]}: {need / GIB:.2f} GiB")
+            assert need < limit_gib * GIB, (model, key_dim)

@@ -80,11 +80,11 @@ def timed(cmd):
 
 
 def test_bad_parameter_in_a_real_process_is_one_line_in_seconds():
-    proc, seconds, cpu = timed([sys.executable, "-m", "icl", "reproduce", "--profile", "ci", "--only", "03_difficult",
-                                "-p", "key_dim", "-1"])
+    proc, seconds, cpu = timed([sys.executable, "-m", "icl", "reproduce", "--profile", "ci", "--only", "04_generalized",
+                                "-p", "key_dims", "[3, -1]"])
     assert proc.returncode == 2 and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "key_dim" in lines[0] and "-1" in lines[0], proc.stderr
+    assert len(lines) == 1 and "key_dims" in lines[0] and "-1" in lines[0], proc.stderr
     assert cpu < 5 and seconds < 60, f"{seconds:.1f} s, {cpu:.1f} s of CPU"
     print(f"{seconds:.1f} s ({cpu:.1f} s CPU): {proc.stderr.strip()}")
 
