@@ -51,6 +51,16 @@ def claim(s: Settings, cid: str, text: str, status: str, measured: dict, figure:
     return row
 
 
+def claim_by_regime(s: Settings, cid: str, text: str, regimes: dict, figure: str, criterion: str) -> dict:
+    """Record a claim judged in several regimes, {regime: {"status": ..., "measured": {...}}}: its
+    overall status (`overall`) and the regimes where it holds, at least partly and fully."""
+    summary = {"holds (at least partly) in": [k for k, r in regimes.items() if r["status"] != "not reproduced"],
+               "reproduced in": [k for k, r in regimes.items() if r["status"] == "reproduced"]}
+    return claim(s, cid, text, overall(r["status"] for r in regimes.values()), summary, figure,
+                 criterion + "; judged in every regime: reproduced when reproduced in all, not reproduced when in none",
+                 regimes)
+
+
 def show_claims(s: Settings) -> None:
     """One line per recorded claim: its id and status."""
     for c in s.claims:

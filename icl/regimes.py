@@ -12,7 +12,7 @@ import pandas as pd
 
 from . import bounds as bnd
 from .config import RunConfig
-from .tables import fit_depths, seed_means
+from .tables import fit_table, seed_means
 
 
 @dataclass(frozen=True, order=True)
@@ -57,24 +57,32 @@ def cell_bounds(cfg: RunConfig, cells: list[Cell], depths_of, cache=None) -> dic
 
 
 def regime_table(df: pd.DataFrame, bounds_of: dict[Cell, dict]) -> pd.DataFrame:
-    """One row per cell: the fit of its seed-mean curve, its bounds, the best one-layer loss over
-    every key_dim run at its (dim, P), and whether its deepest model beat that single layer."""
-    df = df.assign(cell=[cell_of(r) for _, r in df.iterrows()])
+    """One row per cell: the fit of its seed-mean curve (`tables.fit_table`), its bounds, the best
+    one-layer loss over every key_dim run at its (dim, P), and whether its deepest model beat that
+    single layer."""
+    fits = fit_table(df, CELL).set_index(CELL)
     one_layer = df[df.depth == 1].groupby(["dim", "context_length"]).loss.min()
     rows = []
-    for cell, part in df.groupby("cell", sort=False):
-        m, f, b = seed_means(part), fit_depths(part), bounds_of[cell]
+    for cell in dict.fromkeys(cell_of(r) for _, r in df.iterrows()):  # the order the cells were run in
+        f, b, part = fits.loc[(cell.dim, cell.context_length, cell.key_dim)], bounds_of[cell], df[cells_mask(df, cell)]
         best = float(one_layer.loc[(cell.dim, cell.context_length)])
-        deep = int(m.depth.max())
         rows.append({"dim": cell.dim, "context_length": cell.context_length, "key_dim": cell.key_dim,
                      "input_exponent": part.input_exponent.iloc[0], "task_exponent": part.task_exponent.iloc[0],
-                     "depth_max": deep, "R_1": float(m["mean"].iloc[0]), "R_deepest": float(m["mean"].iloc[-1]),
-                     "alpha": f.alpha, "alpha_se": f.alpha_se, "L0": f.L0, "r2": f.r2,
-                     "single_bound": b["single"], "mixture_bound": b["mixture"], "best_single_layer": best,
-                     "deep_beats_single": bool(m["mean"].iloc[-1] < best), "converged": bool(part.converged.all()),
-                     "random_subspace_1": b["random_subspace"][1], "random_subspace_deepest": b["random_subspace"][deep],
-                     "subspace_max_rel_gap": subspace_gap(m, b)})
+                     "depth_max": int(f.deepest), "R_1": f.R_1, "R_deepest": f.R_deepest, "alpha": f.alpha,
+                     "alpha_se": f.alpha_se, "L0": f.L0, "r2": f.r2, "single_bound": b["single"],
+                     "mixture_bound": b["mixture"], "best_single_layer": best, "deep_beats_single": bool(f.R_deepest < best),
+                     "converged": bool(f.trained_to_plateau), "random_subspace_1": b["random_subspace"][1],
+                     "random_subspace_deepest": b["random_subspace"][int(f.deepest)],
+                     "subspace_max_rel_gap": subspace_gap(seed_means(part), b)})
     return pd.DataFrame(rows)
+
+
+CELL = ["dim", "context_length", "key_dim"]
+
+
+def cells_mask(df: pd.DataFrame, cell: Cell) -> pd.Series:
+    """The rows of `df` (a losses frame with dim and context_length) that belong to `cell`."""
+    return (df.dim == cell.dim) & (df.context_length == cell.context_length) & (df.key_dim == cell.key_dim)
 
 
 def subspace_gap(means: pd.DataFrame, b: dict) -> float:

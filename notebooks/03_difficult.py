@@ -502,14 +502,9 @@ spec_list = lambda t, col: {plots.spectrum_label(a, b): v for a, b, v in zip(t.i
 
 
 def ranked_claim(cid, text, checks, rule, measured, figure, criterion):
-    """Judge a claim at every rank (rule: checks -> status), record it with its per-rank verdicts."""
+    """Judge a claim at every rank (rule: checks -> status) and record it with its per-rank verdicts."""
     regimes = {f"key_dim {k}": {"status": rule(checks[k]), "measured": {**measured(k), **checks[k]}} for k in key_dims}
-    status = claims.overall([r["status"] for r in regimes.values()])
-    holds = [k for k, r in zip(key_dims, regimes.values()) if r["status"] != "not reproduced"]
-    claims.claim(s, cid, text, status, {"holds (at least partly) at key_dim": holds,
-                                        "reproduced at key_dim": [k for k, r in zip(key_dims, regimes.values())
-                                                                  if r["status"] == "reproduced"]},
-                 figure, criterion + "; judged at every key_dim, overall: reproduced at all, not at none", regimes)
+    claims.claim_by_regime(s, cid, text, regimes, figure, criterion)
 
 
 ranked_claim("C4", "Softmax attention on the top-2 task keeps improving with depth, with a fitted exponent close to one "

@@ -313,12 +313,10 @@ flat = lambda checks: {f"{key}: {n}": v for key, cs in checks.items() for n, v i
 keep = ("alpha", "alpha_se", "L0", "rel_gain", "spread", "A_change", "C_change", "converged")
 regimes7 = {f"key_dim {kd}": {"status": claims.verdict(flat(c7[kd])),
                               "measured": {key: {n: numbers[key][n] for n in keep} for key in c7[kd]}} for kd in key_dims}
-claims.claim(s, "C7", "Shared stream (C.1) and untied values (C.2) keep an approximate inverse-depth trend beyond "
-             "moderate depth, with both decomposition terms approaching constants.",
-             claims.overall(r["status"] for r in regimes7.values()),
-             {"status at key_dim": {kd: r["status"] for kd, r in regimes7.items()}}, compare_png,
-             f"loss at the deepest < loss at depth {s['reference_depth']} by > 2 seed spreads; |alpha - 1| <= {ALPHA_TOL}; "
-             f"A_L and C_L change < {LEVEL_TOL:.0%} over the last doubling of depth; judged at every key_dim", regimes7)
+claims.claim_by_regime(s, "C7", "Shared stream (C.1) and untied values (C.2) keep an approximate inverse-depth trend "
+                       "beyond moderate depth, with both decomposition terms approaching constants.", regimes7, compare_png,
+                       f"loss at the deepest < loss at depth {s['reference_depth']} by > 2 seed spreads; |alpha - 1| <= "
+                       f"{ALPHA_TOL}; A_L and C_L change < {LEVEL_TOL:.0%} over the last doubling of depth")
 c7
 
 # %%
@@ -340,14 +338,12 @@ for kd in key_dims:
                      f"top{K} rel_gain": wide["rel_gain"], f"top{K} spread": wide["spread"], "u span": u_span,
                      "u mean": u_mean, "self mass": self_mass, "converged": bool(top2["converged"] and wide["converged"])}
 regimes8 = {f"key_dim {kd}": {"status": claims.verdict(c8[kd]), "measured": {**measured8[kd], **c8[kd]}} for kd in key_dims}
-claims.claim(s, "C8", f"With context updates (C.3) top-2 keeps an inverse-depth signal while top-{K} stops improving; "
-             f"the update scalar varies with depth for top-2 and stays near -2.3 for top-{K}; top-2 context attention "
-             f"is nearly the identity, top-{K} broad.", claims.overall(r["status"] for r in regimes8.values()),
-             {"status at key_dim": {kd: r["status"] for kd, r in regimes8.items()}}, compare_png,
-             f"top-2 falls beyond depth {s['reference_depth']} with |alpha - 1| <= {ALPHA_TOL}; top-{K} does not fall "
-             f"(or < {FLAT_GAIN:.0%}); u span > {U_SPAN} (top-2), <= {U_SPAN} (top-{K}); top-{K} mean u within {U_TOL} of "
-             f"{PAPER_U}; self-attention mass >= {IDENTITY_MASS} (top-2), <= {BROAD_MASS} (top-{K}); judged at every key_dim",
-             regimes8)
+claims.claim_by_regime(s, "C8", f"With context updates (C.3) top-2 keeps an inverse-depth signal while top-{K} stops "
+                       f"improving; the update scalar varies with depth for top-2 and stays near -2.3 for top-{K}; top-2 "
+                       f"context attention is nearly the identity, top-{K} broad.", regimes8, compare_png,
+                       f"top-2 falls beyond depth {s['reference_depth']} with |alpha - 1| <= {ALPHA_TOL}; top-{K} does not "
+                       f"fall (or < {FLAT_GAIN:.0%}); u span > {U_SPAN} (top-2), <= {U_SPAN} (top-{K}); top-{K} mean u within "
+                       f"{U_TOL} of {PAPER_U}; self-attention mass >= {IDENTITY_MASS} (top-2), <= {BROAD_MASS} (top-{K})")
 numbers.update(c7_checks=c7, c8_checks=c8, c8_measured=measured8)
 nb.write_results(s, numbers)
 c8

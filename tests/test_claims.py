@@ -38,3 +38,18 @@ def test_overall_status_of_a_claim_judged_in_several_regimes():
         overall(["reproduced", "maybe"])
     with pytest.raises(ValueError):
         overall([])
+
+
+def test_a_claim_judged_by_regime_records_each_verdict_and_where_it_holds():
+    from types import SimpleNamespace
+
+    from icl.claims import claim_by_regime
+
+    s = SimpleNamespace(claims=[])
+    regimes = {"key_dim 4": {"status": "partly reproduced", "measured": {"alpha": 0.70001}},
+               "key_dim 16": {"status": "not reproduced", "measured": {"alpha": 0.0}}}
+    row = claim_by_regime(s, "C4", "text", regimes, "fig.png", "rule")
+    assert row["status"] == "partly reproduced" and s.claims == [row]
+    assert row["measured"] == {"holds (at least partly) in": ["key_dim 4"], "reproduced in": []}
+    assert row["regimes"]["key_dim 4"] == {"status": "partly reproduced", "measured": {"alpha": 0.7}}
+    assert row["criterion"].startswith("rule; judged in every regime")
