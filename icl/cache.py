@@ -237,6 +237,8 @@ def memo(cache: RunCache, kind: str, key: dict, compute, sources) -> dict:
             return entry["value"]
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    value = compute()
+    # The value as JSON gives it back (int dict keys become strings, and sort differently), so
+    # that its checksum is the one a later read computes.
+    value = json.loads(json.dumps(compute()))
     cache.write(path, {"key": full, "checksum": _digest(value), "value": value})
     return value

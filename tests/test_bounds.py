@@ -101,9 +101,10 @@ def test_bounds_are_cached_and_recomputed_when_their_code_changes(tmp_path, monk
     calls = []
     real = bounds.random_subspace_curve
     monkeypatch.setattr(bounds, "random_subspace_curve", lambda *a: calls.append(1) or real(*a))
-    first = bounds.bounds(cfg, [1, 2], 128, cache=runs)
-    assert bounds.bounds(cfg, [1, 2], 128, cache=runs) == first and len(calls) == 1
+    depths = [1, 2, 16]  # "16" sorts before "2" as a JSON key: the stored checksum must still match
+    first = bounds.bounds(cfg, depths, 128, cache=runs)
+    assert bounds.bounds(cfg, depths, 128, cache=runs) == first and len(calls) == 1
     assert list(tmp_path.glob("*/*.json")) == []  # never counted as a trained run
     monkeypatch.setattr(cache_mod, "source_hash", lambda **kw: "changed code")
-    again = bounds.bounds(cfg, [1, 2], 128, cache=runs)
+    again = bounds.bounds(cfg, depths, 128, cache=runs)
     assert len(calls) == 2 and again["random_subspace"] == first["random_subspace"]
