@@ -60,7 +60,8 @@ def source_files(package: Path = PACKAGE, roots=SOURCE_ROOTS) -> list[Path]:
                 todo += [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("icl."):
                 todo.append(node.module.split(".")[1])
-    return sorted(seen.values())
+    kernels = sorted((package / "kernels").glob("*.c")) if "native" in seen else []  # the C that native compiles
+    return sorted(seen.values()) + kernels
 
 
 def source_hash(package: Path = PACKAGE, roots=SOURCE_ROOTS) -> str:
@@ -85,8 +86,14 @@ def run_key(cfg: RunConfig) -> str:
 
     from .train import resolve_device  # the device type is part of the key: CPU and GPU numbers differ
 
-    return _digest({"config": cfg.to_dict(), "version": __version__, "source": SOURCE_HASH,
-                    "torch": torch.__version__, "device": resolve_device(cfg.device).type})
+    from .native import in_use
+
+    device = resolve_device(cfg.device)
+    key = {"config": cfg.to_dict(), "version": __version__, "source": SOURCE_HASH, "torch": torch.__version__,
+           "device": device.type}
+    if in_use(cfg, device):  # the C kernels and the torch path agree to float rounding, not bit for bit
+        key["kernels"] = True
+    return _digest(key)
 
 
 # --- what a stored result must look like (train.py's result dict) -------------------------

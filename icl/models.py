@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from . import native
 from .config import RunConfig
 from .tasks import Batch
 
@@ -265,6 +266,9 @@ class ContextRecurrence(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, Q, K, u, y, counts, workspace, keep):
+        if native.usable("context_updates", x.shape[1], x, Q, K, u, y):
+            return ContextRecurrence.forward_native(ctx, x, Q, K, u, y, counts, workspace, keep)
+        ctx.native = False
         # x (B, P, d); Q, K (T, k, d) and u (T,) in by_layer order; y (B, P); counts n_j.
         # Per-token vectors are kept feature-major, (n, B, k, P): rows of P numbers.
         B, P, _ = x.shape
@@ -291,6 +295,38 @@ class ContextRecurrence(torch.autograd.Function):
         ctx.workspace, ctx.buffer = workspace, flat
         ctx.save_for_backward(x, Q, K, u)
         return torch.cat(states)
+
+    @staticmethod
+    def forward_native(ctx, x, Q, K, u, y, counts, workspace, keep):
+        """The same recurrence in icl/kernels/context_updates.c, one (model, context) pair at a time.
+        It keeps no attention: per row, the largest score and the softmax's sum, and
+        [A h, A (h kx), A kx]."""
+        B, P, _ = x.shape
+        k, U = Q.shape[1], sum(counts[1:])
+        QK = torch.cat([Q, K], 1).contiguous()  # (T, 2k, d)
+        flat = workspace.take(U * B * (2 * k + 3) * P, x) if keep and U else None
+        carve = Carver(flat, x) if flat is not None else None
+        prod, stats = (carve(U, B, 2 * k + 1, P), carve(U, B, 2, P)) if carve else (None, None)
+        states = x.new_empty(Q.shape[0], B, P)
+        x, u, y = x.contiguous(), u.contiguous(), y.contiguous()
+        native.context_forward(x, QK, u, y, counts, states, prod, stats)
+        ctx.native, ctx.counts, ctx.workspace, ctx.buffer = True, counts, workspace, flat
+        ctx.native_saved = (prod, stats)
+        ctx.save_for_backward(x, QK, u, states)
+        return states
+
+    @staticmethod
+    def backward_native(ctx, grad_states):
+        x, QK, u, states = ctx.saved_tensors
+        k = QK.shape[1] // 2
+        if len(ctx.counts) < 2:  # one layer: no update, no parameter of the recurrence is used
+            return None, torch.zeros_like(QK[:, :k]), torch.zeros_like(QK[:, k:]), torch.zeros_like(u), None, None, None, None
+        saved_buffer(ctx)
+        prod, stats = ctx.native_saved
+        dQK, du = native.context_backward(x, QK, u, ctx.counts, states, prod, stats, grad_states.contiguous())
+        ctx.workspace.give_back(ctx.buffer)
+        ctx.buffer, ctx.native_saved = None, None
+        return None, dQK[:, :k], dQK[:, k:], du, None, None, None, None
 
     @staticmethod
     def attention(qk, out=None):
@@ -323,6 +359,8 @@ class ContextRecurrence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_states):
+        if ctx.native:
+            return ContextRecurrence.backward_native(ctx, grad_states)
         x, Q, K, u = ctx.saved_tensors
         counts, starts = ctx.counts, ctx.starts
         B, P, _ = x.shape

@@ -1,0 +1,129 @@
+"""C kernels for the recurrences of the generalised models on the CPU (icl/kernels/*.c).
+
+A (model, context) pair of ContextUpdates needs nothing from any other, so a C loop can run all
+of a pair's layers with its vectors in L1 cache and form, use and keep each P x P attention in
+one pass: torch's batched kernels do the same arithmetic, but with a Python round trip and a
+trip through memory per layer and operation. The kernels are compiled on first use with the
+system's C compiler (`cc`, or $CC) into a per-user cache, and called through ctypes, which
+releases the GIL, so threads can split the contexts.
+
+Where there is no compiler, on a GPU, or with ICL_NATIVE=0, the models use their torch path:
+the same algebra, which the tests compare with this one.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from pathlib import Path
+
+import torch
+
+KERNELS = Path(__file__).with_name("kernels")
+FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fPIC", "-shared"]
+PORTABLE_FLAGS = ["-O3", "-fPIC", "-shared"]  # for compilers that know no -march=native
+BUILD = Path(os.environ.get("ICL_KERNEL_CACHE", Path.home() / ".cache" / "icl" / "kernels"))
+
+
+def enabled() -> bool:
+    """Whether the environment allows the kernels (ICL_NATIVE=0 switches them off)."""
+    return os.environ.get("ICL_NATIVE", "1") != "0"
+
+
+def _compile(source: Path, target: Path) -> bool:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for flags in (FLAGS, PORTABLE_FLAGS):
+        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".so")
+        os.close(fd)
+        done = subprocess.run([cc, *flags, "-o", tmp, str(source), "-lm"], capture_output=True).returncode == 0
+        if done:
+            os.replace(tmp, target)  # atomic: processes compiling at once never load half a file
+            return True
+        os.unlink(tmp)
+    return False
+
+
+@cache
+def library(name: str) -> ctypes.CDLL | None:
+    """The compiled kernels of icl/kernels/<name>.c, or None where they cannot be built or loaded.
+    The file name holds a hash of the source, the machine and the flags: -march=native code is
+    only for the machine it was built on."""
+    source = KERNELS / f"{name}.c"
+    key = hashlib.sha256(source.read_bytes() + f"{platform.node()}|{platform.machine()}|{FLAGS}".encode()).hexdigest()[:16]
+    target = BUILD / f"{name}-{key}.so"
+    try:
+        if not target.exists() and not _compile(source, target):
+            return None
+        return ctypes.CDLL(str(target))
+    except OSError:
+        return None
+
+
+def usable(name: str, tokens: int, *tensors: torch.Tensor) -> bool:
+    """Whether the kernels can take these tensors: CPU float32, a context of a multiple of 16
+    tokens (one vector per 16), kernels allowed and built."""
+    return (enabled() and tokens % 16 == 0 and all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
+            and library(name) is not None)
+
+
+def in_use(cfg, device: torch.device) -> bool:
+    """Whether a run of this config trains through the kernels."""
+    return (cfg.model in ("context_updates", "shared_stream") and device.type == "cpu" and enabled()
+            and cfg.context_length % 16 == 0 and library(cfg.model) is not None)
+
+
+def ptr(t: torch.Tensor | None):
+    if t is None:
+        return None
+    assert t.is_contiguous(), "the kernels read C-ordered tensors"
+    return ctypes.c_void_p(t.data_ptr())
+
+
+def split(n: int, parts: int) -> list[tuple[int, int]]:
+    """[0, n) in at most `parts` contiguous ranges of near-equal size."""
+    parts = max(1, min(parts, n))
+    edges = [n * i // parts for i in range(parts + 1)]
+    return [(a, b) for a, b in zip(edges, edges[1:])]
+
+
+def parallel(call, n: int) -> int:
+    """call(part, b0, b1) for ranges of [0, n), one per torch thread; returns the number of parts."""
+    ranges = split(n, torch.get_num_threads())
+    if len(ranges) == 1:
+        call(0, *ranges[0])
+    else:
+        with ThreadPoolExecutor(len(ranges)) as pool:
+            list(pool.map(lambda i: call(i, *ranges[i]), range(len(ranges))))
+    return len(ranges)
+
+
+def context_forward(x, QK, u, y, counts, states, prod, stats) -> None:
+    """ContextRecurrence's forward pass into `states` (and, for a backward pass, `prod`, `stats`)."""
+    lib = library("context_updates")
+    B, P, d = x.shape
+    count = torch.tensor(counts, dtype=torch.int64)
+    args = [ptr(x), ptr(QK), ptr(u), ptr(y), ptr(count), len(counts), B, P, d, QK.shape[1] // 2,
+            ptr(states), ptr(prod), ptr(stats)]
+    parallel(lambda _, b0, b1: lib.cu_forward(*args, b0, b1), B)
+
+
+def context_backward(x, QK, u, counts, states, prod, stats, grad_states) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gradients of ContextRecurrence with respect to QK = [Q; K] and u, from those of its states."""
+    lib = library("context_updates")
+    B, P, d = x.shape
+    parts = len(split(B, torch.get_num_threads()))
+    dQK, du = QK.new_zeros((parts,) + QK.shape), u.new_zeros(parts, *u.shape)  # one of each per thread
+    count = torch.tensor(counts, dtype=torch.int64)
+    args = [ptr(x), ptr(QK), ptr(u), ptr(count), len(counts), B, P, d, QK.shape[1] // 2, ptr(states), ptr(prod),
+            ptr(stats), ptr(grad_states)]
+    parallel(lambda i, b0, b1: lib.cu_backward(*args, ptr(dQK[i]), ptr(du[i]), b0, b1), B)
+    return dQK.sum(0), du.sum(0)
