@@ -60,7 +60,7 @@ def source_files(package: Path = PACKAGE, roots=SOURCE_ROOTS) -> list[Path]:
                 todo += [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("icl."):
                 todo.append(node.module.split(".")[1])
-    kernels = sorted((package / "kernels").glob("*.c")) if "native" in seen else []  # the C that native compiles
+    kernels = sorted((package / "kernels").glob("*.[ch]")) if "native" in seen else []  # the C that native compiles
     return sorted(seen.values()) + kernels
 
 

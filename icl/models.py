@@ -384,6 +384,36 @@ class ContextRecurrence(torch.autograd.Function):
         return None, dQ, dK, du, None, None, None, None
 
 
+class StreamLayers(torch.autograd.Function):
+    """SharedStream's layers in icl/kernels/shared_stream.c: from the initial states z (B, P+1, D),
+    QK = [Q; K] (T, 2k, D) in by_layer order, V (M, D, D) and the residual factors (M,), the
+    query's update at every layer (T, B, D) and its final states (M, B, D). The states, reads
+    and softmax statistics of every layer are kept in a Workspace for the backward pass."""
+
+    @staticmethod
+    def forward(ctx, z, QK, V, step, counts, workspace, keep):
+        B, N, D = z.shape
+        T, NP = QK.shape[0], N + 15
+        flat = workspace.take(T * B * (2 * D + 2) * NP, z) if keep else None
+        carve = Carver(flat, z) if flat is not None else None
+        Z, RD, ST = (carve(T, B, D, NP), carve(T, B, D, NP), carve(T, B, 2, NP)) if carve else (None, None, None)
+        dzq, zq = z.new_empty(T, B, D), z.new_empty(V.shape[0], B, D)
+        QK, V, step = QK.contiguous(), V.contiguous(), step.contiguous()
+        native.stream_forward(z.contiguous(), QK, V, step, counts, dzq, zq, Z, RD, ST)
+        ctx.counts, ctx.workspace, ctx.buffer, ctx.kept = counts, workspace, flat, (Z, RD, ST)
+        ctx.save_for_backward(QK, V, step)
+        return dzq, zq
+
+    @staticmethod
+    def backward(ctx, grad_dzq, grad_zq):
+        QK, V, step = ctx.saved_tensors
+        saved_buffer(ctx)
+        dQK, dV = native.stream_backward(QK, V, step, ctx.counts, *ctx.kept, grad_dzq.contiguous(), grad_zq.contiguous())
+        ctx.workspace.give_back(ctx.buffer)
+        ctx.buffer, ctx.kept = None, None
+        return None, dQK, dV, None, None, None, None
+
+
 class ContextUpdates(Cascade):
     """The controlled softmax model whose context labels are updated by softmax attention among
     context tokens, h_mu <- h_mu + u_l sum_nu A_{mu,nu} h_nu, with a learned scalar u_l (§C.3).
@@ -433,6 +463,7 @@ class SharedStream(Cascade):
         D = cfg.dim + 1
         self.value = nn.Parameter(torch.eye(D).repeat(self.n_models, 1, 1))  # (M, D, D), copy init
         self.readout = nn.Parameter(nn.functional.one_hot(torch.tensor(D - 1), D).float().repeat(self.n_models, 1))
+        self.workspace = Workspace()
 
     def forward(self, batch: Batch, attention: bool = False) -> Output:
         B, P = batch.y.shape
@@ -440,6 +471,8 @@ class SharedStream(Cascade):
         z = torch.cat([torch.cat([batch.x, batch.y.unsqueeze(-1)], -1),
                        torch.cat([batch.xq, batch.xq.new_zeros(B, 1)], -1).unsqueeze(1)], 1)  # (B, P+1, D)
         base = z[:, P] @ self.readout.T  # (B, M) r . z_q^0
+        if not attention and native.usable("shared_stream", P, z, self.query, self.value):
+            return self.forward_native(z, base)
         z = z.expand(M, B, P + 1, D)  # (M, B, P+1, D), models first: the active ones are z[:n]
         qk = torch.cat([self.query, self.key], 1)[self.by_layer].transpose(1, 2).split(self.counts)  # (n_j, D, 2k)
         finished, contrib, att_q = [], [], []  # final query states of the models done (shallowest last)
@@ -457,6 +490,18 @@ class SharedStream(Cascade):
         g = (base[:, self.layer_model[self.by_layer]] + depth * torch.cat(contrib).squeeze(-1).T)[:, self.from_by_layer]
         qa = torch.cat(att_q).transpose(0, 1)[:, self.from_by_layer] if attention else None
         return Output(pred, g, qa)
+
+    def forward_native(self, z: torch.Tensor, base: torch.Tensor) -> Output:
+        """The same layers in icl/kernels/shared_stream.c (StreamLayers), one (model, context) pair
+        at a time: the query's update at every layer and its final state."""
+        QK = torch.cat([self.query, self.key], 1)[self.by_layer]  # (T, 2k, D) layer index first
+        dzq, zq = StreamLayers.apply(z, QK, self.value, self.update_scale, self.counts, self.workspace,
+                                     torch.is_grad_enabled())  # (T, B, D), (M, B, D)
+        owner = self.layer_model[self.by_layer]
+        contrib = (dzq * self.readout[owner, None]).sum(-1).T  # (B, T) r . Delta_l
+        depth = torch.tensor(self.depths, dtype=z.dtype, device=z.device)[owner]
+        pred = (zq * self.readout[:, None]).sum(-1).T  # (B, M)
+        return Output(pred, (base[:, owner] + depth * contrib)[:, self.from_by_layer])
 
     @staticmethod
     def layer(z, qk, V, step, P):

@@ -1,14 +1,17 @@
-"""C kernels for the recurrences of the generalised models on the CPU (icl/kernels/*.c).
+"""C kernels for the layers of the generalised models on the CPU (icl/kernels/*.c).
 
-A (model, context) pair of ContextUpdates needs nothing from any other, so a C loop can run all
-of a pair's layers with its vectors in L1 cache and form, use and keep each P x P attention in
-one pass: torch's batched kernels do the same arithmetic, but with a Python round trip and a
-trip through memory per layer and operation. The kernels are compiled on first use with the
-system's C compiler (`cc`, or $CC) into a per-user cache, and called through ctypes, which
-releases the GIL, so threads can split the contexts.
+In ContextUpdates and SharedStream every (model, context) pair needs nothing from any other, so
+a C loop can run all of one pair's layers with its states in L1 cache, forming each P x P
+attention, using it and dropping it in one pass over its rows (the backward pass recomputes it
+from two numbers per row). torch's batched kernels do the same arithmetic with a Python round
+trip and a trip through memory per layer and operation, several times slower per step
+(`icl bench`). They are compiled on first use with the system's C compiler (`cc`, or $CC) into
+a per-user cache ($ICL_KERNEL_CACHE, default ~/.cache/icl/kernels) and called through ctypes,
+which releases the GIL, so threads split the contexts.
 
-Where there is no compiler, on a GPU, or with ICL_NATIVE=0, the models use their torch path:
-the same algebra, which the tests compare with this one.
+Where there is no compiler, on a GPU, for contexts that are not a multiple of 16 tokens, or with
+ICL_NATIVE=0, the models use their torch path: the same algebra, which the tests compare with
+this one (tests/test_native.py).
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from pathlib import Path
 import torch
 
 KERNELS = Path(__file__).with_name("kernels")
-FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fPIC", "-shared"]
+FLAGS = ["-O3", "-march=native", "-fPIC", "-shared"]
 PORTABLE_FLAGS = ["-O3", "-fPIC", "-shared"]  # for compilers that know no -march=native
 BUILD = Path(os.environ.get("ICL_KERNEL_CACHE", Path.home() / ".cache" / "icl" / "kernels"))
 
@@ -58,7 +61,8 @@ def library(name: str) -> ctypes.CDLL | None:
     The file name holds a hash of the source, the machine and the flags: -march=native code is
     only for the machine it was built on."""
     source = KERNELS / f"{name}.c"
-    key = hashlib.sha256(source.read_bytes() + f"{platform.node()}|{platform.machine()}|{FLAGS}".encode()).hexdigest()[:16]
+    code = b"".join(f.read_bytes() for f in [source, *sorted(KERNELS.glob("*.h"))])
+    key = hashlib.sha256(code + f"{platform.node()}|{platform.machine()}|{FLAGS}".encode()).hexdigest()[:16]
     target = BUILD / f"{name}-{key}.so"
     try:
         if not target.exists() and not _compile(source, target):
@@ -127,3 +131,27 @@ def context_backward(x, QK, u, counts, states, prod, stats, grad_states) -> tupl
             ptr(stats), ptr(grad_states)]
     parallel(lambda i, b0, b1: lib.cu_backward(*args, ptr(dQK[i]), ptr(du[i]), b0, b1), B)
     return dQK.sum(0), du.sum(0)
+
+
+def stream_forward(z0, QK, V, step, counts, dzq, zq, Z, RD, ST) -> None:
+    """SharedStream's layers: the query's updates `dzq` and final states `zq` (and, for a backward
+    pass, the states, reads and softmax statistics Z, RD, ST)."""
+    lib = library("shared_stream")
+    B, N, D = z0.shape
+    count = torch.tensor(counts, dtype=torch.int64)
+    args = [ptr(z0), ptr(QK), ptr(V), ptr(step), ptr(count), len(counts), B, N - 1, D, QK.shape[1] // 2,
+            ptr(dzq), ptr(zq), ptr(Z), ptr(RD), ptr(ST)]
+    parallel(lambda _, b0, b1: lib.ss_forward(*args, b0, b1), B)
+
+
+def stream_backward(QK, V, step, counts, Z, RD, ST, grad_dzq, grad_zq) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gradients of SharedStream's layers with respect to QK = [Q; K] and V."""
+    lib = library("shared_stream")
+    T, B, D, NP = Z.shape
+    parts = len(split(B, torch.get_num_threads()))
+    dQK, dV = QK.new_zeros((parts,) + QK.shape), V.new_zeros((parts,) + V.shape)  # one of each per thread
+    count = torch.tensor(counts, dtype=torch.int64)
+    args = [ptr(QK), ptr(V), ptr(step), ptr(count), len(counts), B, NP - 16, D, QK.shape[1] // 2, ptr(Z), ptr(RD),
+            ptr(ST), ptr(grad_dzq), ptr(grad_zq)]
+    parallel(lambda i, b0, b1: lib.ss_backward(*args, ptr(dQK[i]), ptr(dV[i]), b0, b1), B)
+    return dQK.sum(0), dV.sum(0)

@@ -264,6 +264,17 @@ class Serial:
         pass
 
 
+def longest_first(root: Path, profile: str, names: list[str]) -> list[str]:
+    """The notebooks by their last recorded wall time, longest first (unknown ones keep their place
+    at the front): with several at once, the long ones should not start last."""
+    timing = root / profile_root(profile) / "timings.json"
+    try:
+        last = {n: float(t["seconds"]) for n, t in json.loads(timing.read_text()).items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        last = {}
+    return sorted(names, key=lambda n: -last.get(n, float("inf")))
+
+
 def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs: int = 1,
             overrides: dict | None = None, log=print) -> dict[str, dict]:
     """Run notebooks (in dependency order, up to `jobs` at once); each one's result by name."""
@@ -281,7 +292,7 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
     env = {"MPLBACKEND": INLINE_BACKEND, **(ONE_THREAD if jobs > 1 else {})}
     number = {n: i for i, n in enumerate(names, 1)}
     results: dict[str, dict] = {}
-    pending, running = list(names), {}
+    pending, running = longest_first(root, profile, names) if jobs > 1 else list(names), {}
     if jobs > 1:
         import multiprocessing
 

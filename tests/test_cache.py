@@ -72,15 +72,22 @@ def test_the_hashed_sources_are_the_training_code():
     assert "cache.py" not in names and "notebook.py" not in names  # bookkeeping, not results
 
 
-def test_a_one_byte_change_to_the_training_code_changes_every_key(tmp_path, monkeypatch):
+def copy_package(tmp_path):
+    """A copy of icl's modules and C kernels under tmp_path/icl."""
     package = tmp_path / "icl"
-    package.mkdir()
-    for path in (ROOT / "icl").glob("*.py"):
-        (package / path.name).write_bytes(path.read_bytes())
+    (package / "kernels").mkdir(parents=True)
+    for path in [*(ROOT / "icl").glob("*.py"), *(ROOT / "icl" / "kernels").glob("*.[ch]")]:
+        (package / path.relative_to(ROOT / "icl")).write_bytes(path.read_bytes())
+    return package
+
+
+def test_a_one_byte_change_to_the_training_code_changes_every_key(tmp_path, monkeypatch):
+    package = copy_package(tmp_path)
     assert icl.cache.source_hash(package) == icl.cache.SOURCE_HASH  # a copy hashes the same
     cfg, cache = quick(), RunCache(tmp_path / "runs")
     cache.store(cfg, trained(cfg))
-    for name in ("train.py", "models.py", "tasks.py", "config.py", "decomposition.py"):
+    for name in ("train.py", "models.py", "tasks.py", "config.py", "decomposition.py", "native.py",
+                 "kernels/context_updates.c", "kernels/shared_stream.c", "kernels/vector.h"):
         original = (package / name).read_bytes()
         (package / name).write_bytes(original.replace(b"\n", b" \n", 1))  # one byte more
         changed = icl.cache.source_hash(package)
