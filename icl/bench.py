@@ -464,7 +464,8 @@ def markdown(result: dict) -> str:
     if any(r["model"] in LOOPED for r in result["cases"]):
         lines.append("The reference of the generalised models (context_updates, shared_stream) is their first "
                      "implementation (icl.bench.LOOPED), one stack of all depths; 'same' also compares the "
-                     "per-layer predictors.")
+                     "per-layer predictors. On a CPU they run in icl.native's C kernels, whose arithmetic torch's "
+                     "FLOP counter does not see: their GFLOP columns count only what is left in torch.")
     for r in result["cases"]:
         if "ratio_to_shallow" in r:
             sec = r["seconds_per_step"]
