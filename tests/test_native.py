@@ -116,3 +116,21 @@ def test_the_run_cache_key_says_whether_the_kernels_trained_it(monkeypatch):
     assert run_key(cfg) != on
     soft = RunConfig(model="softmax", context_length=16, dim=8)
     assert run_key(soft) == (monkeypatch.delenv("ICL_NATIVE") or run_key(soft))  # no kernel: no difference
+
+
+@pytest.mark.parametrize("model", ["context_updates", "shared_stream"])
+def test_the_portable_build_computes_the_same(model, tmp_path, monkeypatch):
+    """Built without -march=native (the path of a machine without AVX-512: exp2 from the exponent
+    bits instead of vscalefps, 16-float vectors split by the compiler)."""
+    monkeypatch.setattr(native, "FLAGS", native.PORTABLE_FLAGS)
+    monkeypatch.setattr(native, "BUILD", tmp_path / "kernels")
+    native.library.cache_clear()
+    try:
+        pred, layers, grads = outputs(model, SHAPES[1], True, monkeypatch)
+        assert list((tmp_path / "kernels").glob(f"{model}-*.so")), "the portable build was used"
+        ref_pred, ref_layers, ref_grads = outputs(model, SHAPES[1], False, monkeypatch)
+    finally:
+        native.library.cache_clear()
+    assert rel(pred, ref_pred) < 1e-5 and rel(layers, ref_layers) < 1e-5
+    for name, g in ref_grads.items():
+        assert rel(grads[name], g) < 1e-4, name

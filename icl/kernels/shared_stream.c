@@ -54,6 +54,35 @@ static void add_outer(const float *a, const float *b, int D, int NP, vec *acc) {
     }
 }
 
+/* The query's row of attention (row P), with the context tokens in the lanes: a block of rows
+   for it alone would be 15/16 padding. Writes its read into lane P of readT (the padding lanes
+   stay 0) and its statistics into st; a: P / 16 vectors of scratch. */
+INLINE void query_row(const float *qz, const float *kz, const float *zT, int P, int NP, int D, int k, float *readT,
+                      float *st, vec *a) {
+    vec top = splat(-3.0e38f), total = splat(0.0f);
+    for (int q0 = 0, i = 0; q0 < P; q0 += LANES, i++) {
+        vec s = load(kz + q0) * (qz[P] * LOG2E);
+        for (int c = 1; c < k; c++) s += load(kz + (int64_t)c * P + q0) * (qz[(int64_t)c * NP + P] * LOG2E);
+        a[i] = s;
+        top = vmax(top, s);
+    }
+    float m = hmax(top);
+    for (int i = 0; i < P / LANES; i++) {
+        a[i] = vexp2(a[i] - m);
+        total += a[i];
+    }
+    float inv = 1.0f / hsum(total);
+    for (int e = 0; e < D; e++) {
+        vec acc = splat(0.0f);
+        for (int i = 0; i < P / LANES; i++) acc += a[i] * load(zT + (int64_t)e * NP + (int64_t)i * LANES);
+        float *row = readT + (int64_t)e * NP + P;
+        store(row, splat(0.0f));
+        row[0] = hsum(acc) * inv;
+    }
+    store(st + P, splat(m));
+    store(st + NP + P, splat(inv));
+}
+
 INLINE void forward_body(const float *z0, const float *QK, const float *V, const float *step, const int64_t *count,
                          int nlayers, int B, int P, int D, float *dzq, float *zq, float *Z, float *RD, float *ST,
                          int b0, int b1, int k) {
@@ -76,7 +105,8 @@ INLINE void forward_body(const float *z0, const float *QK, const float *V, const
                 float *st = ST ? ST + (t * B + b) * (int64_t)2 * NP : lstats;
                 features(Qt, k, D, zT, NP, NP, qz, col);
                 features(Kt, k, D, zT, NP, P, kz, col);
-                for (int i0 = 0; i0 < NP; i0 += LANES) {
+                query_row(qz, kz, zT, P, NP, D, k, readT, st, S);
+                for (int i0 = 0; i0 < P; i0 += LANES) { /* the context rows, 16 at a time */
                     for (int c = 0; c < k; c++) qv[c] = load(qz + (int64_t)c * NP + i0) * LOG2E;
                     vec top[2] = {splat(-3.0e38f), splat(-3.0e38f)};
                     for (int q = 0; q < P; q += 2)

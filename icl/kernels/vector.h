@@ -33,6 +33,12 @@ static inline float hsum(vec v) {
     return (c[0] + c[2]) + (c[1] + c[3]);
 }
 static inline vec vmax(vec a, vec b) { ivec m = a > b; return (vec)((m & (ivec)a) | (~m & (ivec)b)); }
+/* The largest lane. */
+static inline float hmax(vec v) {
+    float m = v[0];
+    for (int i = 1; i < LANES; i++) m = v[i] > m ? v[i] : m;
+    return m;
+}
 
 /* 2^x for x <= 0, lane by lane: x = n + r with n an integer and |r| <= 1/2, 2^r from its Taylor
    polynomial of degree 6 (relative error below 2e-7), 2^n from the exponent bits. The scores are
@@ -171,4 +177,5 @@ static inline vec *zero_vectors(int64_t n) {
     for (int64_t i = 0; i < n; i++) v[i] = splat(0.0f);
     return v;
 }
+
 #endif
