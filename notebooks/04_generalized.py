@@ -352,36 +352,39 @@ c8
 # %% [markdown]
 # ## Reading the results (quick profile)
 #
-# These remarks describe the committed `quick` run (d = 16, P = 32, depths to 64 or 32, two seeds,
-# key_dim 4 and 16); the verdicts above are the checks as written before it.
+# These remarks describe the committed `quick` run (d = 16, P = 64, depths 1–64 for every model,
+# 1,000 steps, two seeds, key_dim 4 and 16); the verdicts above are the checks as written before it.
 #
-# - **Rank-limited (key_dim 4): every relaxation keeps a depth gain.** From depth 4 to the deepest
-#   the controlled model loses 29 % (0.597 → 0.422), untied values the same (0.595 → 0.422: with
-#   scalar labels a per-layer value is a per-layer weight, and training leaves them nearly equal),
-#   the shared stream 23 % (0.639 → 0.489 at depth 32, above the controlled model at every depth,
-#   its deep runs still falling) and context updates 20 % (0.526 → 0.419 at depth 32). The fitted
-#   exponents are 0.4–0.8, not 1: as in notebook 03 at this rank, the curves bend onto a floor.
-#   Top-16 with context updates gains only 6 % beyond depth 4 while the controlled top-16 model
-#   gains 22 %: the paper's contrast appears, but the 2 % criterion for "stops improving" fails.
-# - **Full rank (key_dim 16): no model gains from depth.** Every model ends 3–12 % *higher* at its
-#   deepest than at depth 4, and most deep runs were still moving at the end of training (flagged
-#   not at their plateau): at this notebook's small budget (1,000 steps, batch 64, rate 0.01) the
-#   deep full-rank models are under-trained. Notebooks 03 and 06 train the controlled model at full
-#   rank with 2,000 steps, batch 256 and rate 0.003, and find it flat on the softmax bound; so the
-#   rise here is a training limit, while the absence of a gain agrees with them.
-# - **Context updates can beat the controlled model's bound.** With top-16 the context-update
-#   model reaches about 0.175 at depths 2–16, below the softmax bound of 0.182 (and the mixture
-#   bound), at both ranks: rewriting the context labels before they are read is not an isotropic
+# - **Rank-limited (key_dim 4): every relaxation keeps a depth gain.** From depth 4 to 64 the
+#   controlled model loses 25 % (0.577 → 0.430), untied values the same (0.574 → 0.429: with scalar
+#   labels a per-layer value is a per-layer weight, and training leaves them nearly equal), the
+#   shared stream 25 % (0.601 → 0.453, above the controlled model at every depth, its deep runs
+#   still falling) and context updates 21 % (0.515 → 0.407). The fitted exponents are 0.6–0.8, not
+#   1: as in notebook 03 at this rank, the curves bend onto a floor. Top-16 with context updates
+#   gains 16 % beyond depth 4 (0.163 → 0.137) while the controlled top-16 model gains 38 %
+#   (0.242 → 0.151): the paper's contrast appears, but "stops improving" (2 %) does not.
+# - **Full rank (key_dim 16): no model gains from depth.** Every model ends 7–20 % *higher* at depth
+#   64 than at depth 4 (the controlled model 0.194 → 0.211, the shared stream 0.214 → 0.241), and
+#   most deep runs were still moving at the end of training (flagged not at their plateau): at this
+#   notebook's small budget (1,000 steps, batch 64, rate 0.01) the deep full-rank models are
+#   under-trained. Notebooks 03 and 06 train the controlled model at full rank with 2,000 steps,
+#   batch 256 and rate 0.003, and find it flat on the softmax bound; so the rise here is a training
+#   limit, while the absence of a gain agrees with them.
+# - **Context updates can beat the controlled model's bound.** With top-16 at full rank the
+#   context-update model reaches 0.124 at depths 2–4, below the softmax bound of 0.133 for top-16
+#   (and the mixture bound): rewriting the context labels before they are read is not an isotropic
 #   softmax of fixed labels, so the bound of notebooks 03 and 06 does not bind this model.
 # - **The update scalars** do not behave as the paper reports. The per-layer `u_l` shrink with depth
-#   while their *sum* stays near −1.2 to −1.4 (key_dim 4) from depth 4 on, for top-2 and top-16
-#   alike: the models learn a fixed total context update spread over the layers, not a constant
-#   near −2.3 per layer. If the paper's scalar multiplies a 1/L-scaled update (its full text is not
-#   available to us), its constant corresponds to our sum, at about half the paper's magnitude.
+#   while their *sum* stays between −1.2 and −1.8 (key_dim 4) from depth 4 on, for top-2 and top-16
+#   alike: the models learn a total context update spread over the layers, not a constant near
+#   −2.3 per layer. If the paper's scalar multiplies a 1/L-scaled update (its full text is not
+#   available to us), its constant corresponds to our sum, at about two thirds of the paper's
+#   magnitude at most.
 # - **Context attention.** At key_dim 4 it is sharper for top-2 than for top-16 (self-attention mass
-#   0.36 against 0.17 at depth 32), but top-2 is far from the identity. At full rank top-2 context
-#   attention *is* nearly the identity (0.90–0.99 of the mass on the token itself) and top-16 is
-#   broad (0.21–0.25), as the paper describes; its scalars are small (sums −0.2 to −0.5).
+#   0.24 against 0.18 at depth 64), but top-2 is far from the identity. At full rank top-2 context
+#   attention is nearly the identity in shallow models (0.99 of the mass on the token itself at
+#   depths 2–8, 0.76 at depth 64) and top-16 is broad (0.24–0.30), as the paper describes; its
+#   scalars are small (sums −0.3 to −0.8).
 
 # %%
 # NBVAL_CHECK_OUTPUT
