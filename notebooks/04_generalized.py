@@ -40,7 +40,7 @@
 # costs far more than the controlled model's single query row. On a CPU both run in C kernels
 # (`icl.native`) that take one (model, context) pair through all its layers with its states in
 # cache and recompute attention in the backward pass instead of storing it; `icl bench` measures
-# them against their first implementation (README, Performance). The `quick` profile runs depths
+# them against their first implementation (README, "Speed"). The `quick` profile runs depths
 # 1–64 for every model at P = 64, batches of 64 and 1,000 steps (the `timing` table below gives
 # the seconds per step measured in this run): 1,000 steps are still below the paper's budget, and
 # the deep full-rank runs are flagged where they have not reached their plateau. The `paper` profile
