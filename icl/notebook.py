@@ -19,23 +19,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import paths
 from .cache import RunCache
 from .config import ConfigError, RunConfig, field_names
+from .paths import repo_root
 from .sweep import expand, run_sweep
 
 _DECLARED: dict[str, object] = {}
 PARAMETER_TYPES = (bool, int, float, str, list, tuple, dict, type(None))
-
-
-def repo_root(start: Path | None = None) -> Path:
-    """The folder holding pyproject.toml and icl/: upwards from the working directory, else the
-    checkout this package was installed from (editable install), e.g. for a notebook copy in /tmp."""
-    here = (start or Path.cwd()).resolve()
-    package_home = Path(__file__).resolve().parents[1]
-    for p in (here, *here.parents, package_home):
-        if (p / "pyproject.toml").exists() and (p / "icl").is_dir():
-            return p
-    raise FileNotFoundError(f"no repository root (pyproject.toml + icl/) above {here}")
 
 
 def _parameter_like(ns: dict) -> dict:
@@ -106,8 +97,9 @@ class Settings:
         return os.path.relpath(path, self.root)
 
 
-def parameters(ns: dict) -> Settings:
-    """Validate the notebook's parameters (declared + papermill-injected) and set up its outputs."""
+def parameters(ns: dict, make_outputs: bool = True) -> Settings:
+    """Validate the notebook's parameters (declared + papermill-injected) and set up its output
+    folder (`make_outputs=False`: only check, as `icl reproduce` does before a notebook starts)."""
     if not _DECLARED:
         raise RuntimeError("call nb.end_of_parameters(globals()) at the end of the parameters cell")
     current = _parameter_like(ns)
@@ -129,10 +121,12 @@ def parameters(ns: dict) -> Settings:
 
         torch.set_num_threads(int(values["threads"]))
     root = repo_root()
-    out = root / values["output_dir"]
+    out = paths.check_output_dir(root, values["output_dir"])  # before anything is written
     cache = RunCache(root / values["cache_dir"]) if values.get("cache_dir") else None
     settings = Settings(values, root, out, cache)
     settings.config()  # every run setting is checked here, before anything trains
+    if make_outputs:
+        paths.make_own(out)
     return settings
 
 

@@ -16,12 +16,12 @@ import ast
 import json
 import os
 import re
-import shutil
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 
+from . import paths
 from .config import ConfigError
 from .sweep import read_yaml
 
@@ -88,7 +88,7 @@ def check_parameters(root: Path, name: str, params: dict) -> None:
         return  # the notebook checks them itself when it runs
     try:
         nb.end_of_parameters(defaults)
-        nb.parameters({**defaults, **params})
+        nb.parameters({**defaults, **params}, make_outputs=False)
     except ConfigError as err:
         raise ConfigError(f"{name}: {err}") from None
 
@@ -142,15 +142,37 @@ def deterministic(nb) -> None:
 
 
 def staging_paths(root: Path, params: dict, name: str) -> dict[str, Path]:
-    final = root / params["output_dir"]
+    final = (root / params["output_dir"]).resolve()
     staging = final.parent / ".staging"
     return {"final": final, "stage": staging / name, "old": staging / f"{name}.old",
             "log": staging / f"{name}.log", "stored": staging / f"{name}.stored"}
 
 
-def publish(root: Path, paths: dict[str, Path]) -> None:
-    """Point the staged files at their final folder, then swap it in with two renames."""
-    stage, final = paths["stage"], paths["final"]
+def check_destinations(root: Path, params: dict[str, dict]) -> None:
+    """Before any work: every notebook's output folder may be written and replaced by icl
+    (`paths.check_output_dir`), no two notebooks share one, and no folder that icl did not make
+    stands where it stages a run. A ConfigError names the notebook and the value."""
+    finals: dict[Path, str] = {}
+    for name, p in params.items():
+        try:
+            final = paths.check_output_dir(root, p["output_dir"])
+            for key in ("stage", "old"):
+                where = staging_paths(root, p, name)[key]
+                if where.exists() and not (where.is_dir() and paths.is_own(where)):
+                    raise ConfigError(f"output_dir: {where} is in the way and icl did not make it; move it away")
+        except ConfigError as err:
+            raise ConfigError(f"{name}: {err}") from None
+        for other_final, other in finals.items():
+            if final == other_final or final in other_final.parents or other_final in final.parents:
+                raise ConfigError(f"output_dir: {name} and {other} would write into the same folder "
+                                  f"({os.path.relpath(final, root)}); give each notebook its own (use --only)")
+        finals[final] = name
+
+
+def publish(root: Path, where: dict[str, Path]) -> None:
+    """Point the staged files at their final folder, then swap it in with two renames. Only a
+    folder icl made (`paths.is_own`) is ever replaced or removed."""
+    stage, final = where["stage"], where["final"]
     pairs = [(str(stage), str(final)), (os.path.relpath(stage, root), os.path.relpath(final, root))]
     for f in stage.rglob("*"):
         if f.is_file() and f.suffix in TEXT_SUFFIXES:
@@ -160,11 +182,14 @@ def publish(root: Path, paths: dict[str, Path]) -> None:
                 new = new.replace(a, b)
             if new != text:
                 f.write_text(new)
-    shutil.rmtree(paths["old"], ignore_errors=True)
+    paths.make_own(stage)
+    paths.remove_own(where["old"])
     if final.exists():
-        os.rename(final, paths["old"])
+        if not (final.is_dir() and paths.is_own(final)):  # checked before the run; checked again here
+            raise ConfigError(f"output_dir: {final} holds files that icl did not write; not replaced")
+        os.rename(final, where["old"])
     os.rename(stage, final)
-    shutil.rmtree(paths["old"], ignore_errors=True)
+    paths.remove_own(where["old"])
 
 
 def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
@@ -173,21 +198,21 @@ def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
     from papermill.exceptions import PapermillExecutionError
 
     root = Path(root)
-    paths = staging_paths(root, params, name)
-    shutil.rmtree(paths["stage"], ignore_errors=True)
-    paths["stage"].parent.mkdir(parents=True, exist_ok=True)
+    where = staging_paths(root, params, name)
+    paths.remove_own(where["stage"])  # what a killed run left (run_all checked that icl made it)
+    paths.make_own(where["stage"])
     for key in ("log", "stored"):
-        paths[key].unlink(missing_ok=True)
-    staged = {**params, "output_dir": os.path.relpath(paths["stage"], root)}
-    out = paths["stage"] / f"{name}.ipynb"
+        where[key].unlink(missing_ok=True)
+    staged = {**params, "output_dir": os.path.relpath(where["stage"], root)}
+    out = where["stage"] / f"{name}.ipynb"
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # inherited by the kernel papermill starts
-    os.environ["ICL_CACHE_STORE_LOG"] = str(paths["stored"])
+    os.environ["ICL_CACHE_STORE_LOG"] = str(where["stored"])
     start = time.perf_counter()
     result = {"status": "ok"}
     # The kernel writes its own warnings to the inherited standard error: into a file, so that the
     # terminal shows one start and one end line per notebook.
-    kernel_log = paths["log"].with_suffix(".kernel.log")
+    kernel_log = where["log"].with_suffix(".kernel.log")
     sys.stderr.flush()
     saved_fd, sink = os.dup(2), os.open(kernel_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(sink, 2)
@@ -197,12 +222,12 @@ def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
         cause = (err.evalue or "").strip().splitlines()
         result = {"status": "failed", "ename": err.ename,
                   "error": f"{err.ename}: {cause[0] if cause else ''} (in cell [{err.exec_count}])"}
-        write_log(paths["log"], str(err))
+        write_log(where["log"], str(err))
     except Exception as err:  # the kernel died, a file could not be written, ...
         import traceback
 
         result = {"status": "failed", "ename": type(err).__name__, "error": f"{type(err).__name__}: {err}".splitlines()[0]}
-        write_log(paths["log"], traceback.format_exc())
+        write_log(where["log"], traceback.format_exc())
     finally:
         sys.stderr.flush()
         os.dup2(saved_fd, 2)
@@ -211,14 +236,14 @@ def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
         os.environ.pop("ICL_CACHE_STORE_LOG", None)
     result["seconds"] = round(time.perf_counter() - start, 1)
-    stored = paths["stored"].read_text().split() if paths["stored"].exists() else []
-    paths["stored"].unlink(missing_ok=True)
+    stored = where["stored"].read_text().split() if where["stored"].exists() else []
+    where["stored"].unlink(missing_ok=True)
     result["runs_trained"] = len(stored) if params.get("cache_dir") else None
     if result["status"] == "ok":
         kernel_log.unlink(missing_ok=True)
         publish(root, paths)
     else:
-        result["log"] = os.path.relpath(paths["log"], root)
+        result["log"] = os.path.relpath(where["log"], root)
         if out.exists():
             result["notebook"] = os.path.relpath(out, root)
     return result
@@ -288,6 +313,7 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
         check_device(params[n])
     for n in names:
         check_parameters(root, n, params[n])
+    check_destinations(root, params)
     lock = hold_lock(root, profile)  # noqa: F841 (held until this function returns)
     env = {"MPLBACKEND": INLINE_BACKEND, **(ONE_THREAD if jobs > 1 else {})}
     number = {n: i for i, n in enumerate(names, 1)}
@@ -370,7 +396,7 @@ def run(args) -> int:
             overrides[key] = yaml.safe_load(value)
         except yaml.YAMLError:
             raise ConfigError(f"-p {key}: {value!r} is not a YAML value") from None
-    from .notebook import repo_root  # pandas and matplotlib load only when a notebook runs
+    from .paths import repo_root
 
     root = repo_root()
     start = time.perf_counter()
@@ -401,7 +427,7 @@ def parallel_speedup(jobs: int = 2, profile: str = "ci") -> dict:
     """Wall time of a whole reproduction at `profile`, serial and with `jobs` processes, in one
     call (the bench's `reproduce_parallel_speedup`). The workers are spawned: a script that calls
     this must do so under `if __name__ == "__main__":` (`python -m icl bench` does)."""
-    from .notebook import repo_root
+    from .paths import repo_root
 
     root = repo_root()
     seconds = {}
@@ -502,7 +528,7 @@ def add_arguments_golden(p) -> None:
 
 
 def run_golden(args) -> int:
-    from .notebook import repo_root  # pandas and matplotlib load only when a notebook runs
+    from .paths import repo_root
 
     root = repo_root()
     for name in args.only or NOTEBOOKS:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import icl.paths as paths_module
 import icl.reproduce as rep
 from icl.cli import main
 
@@ -158,29 +159,29 @@ def test_circular_needs_stop_instead_of_waiting_forever(tmp_path, monkeypatch):
 
 def test_publish_replaces_the_whole_folder_and_points_files_at_it(tmp_path):
     final = tmp_path / "outputs" / "01_a"
-    final.mkdir(parents=True)
+    paths_module.make_own(final)
     (final / "stale.png").write_bytes(b"old")
     (final / "results.json").write_text("{}")
     paths = rep.staging_paths(tmp_path, {"output_dir": "outputs/01_a"}, "01_a")
-    paths["stage"].mkdir(parents=True)
+    paths_module.make_own(paths["stage"])
     (paths["stage"] / "results.json").write_text(json.dumps({"figure": "outputs/.staging/01_a/new.png"}))
     (paths["stage"] / "new.png").write_bytes(b"new")
     rep.publish(tmp_path, paths)
-    assert sorted(p.name for p in final.iterdir()) == ["new.png", "results.json"]
+    assert sorted(p.name for p in final.iterdir()) == [paths_module.MARKER, "new.png", "results.json"]
     assert json.loads((final / "results.json").read_text()) == {"figure": "outputs/01_a/new.png"}
     assert not paths["stage"].exists() and not paths["old"].exists()
 
 
-def test_a_failing_notebook_leaves_the_previous_outputs_and_names_its_log(tmp_path):
-    out = tmp_path / "outputs" / "02_easy_nonlinear"
-    out.mkdir(parents=True)
+def test_a_failing_notebook_leaves_the_previous_outputs_and_names_its_log(tmp_path, monkeypatch):
+    monkeypatch.setenv(paths_module.OUTPUT_ROOT_ENV, str(tmp_path))  # inherited by the notebook's kernel
+    out = paths_module.make_own(tmp_path / "outputs" / "02_easy_nonlinear")
     (out / "previous.txt").write_text("the last complete run")
     params = rep.notebook_parameters(ROOT, "ci", "02_easy_nonlinear", "cpu")
     params.update(output_dir=str(out), depths=[0, 2])  # fails in the notebook's parameter checks
     r = rep.run_notebook(str(ROOT), "02_easy_nonlinear", params, {"MPLBACKEND": "Agg"})
     assert r["status"] == "failed" and r["ename"] == "ConfigError"
     assert r["error"].startswith("ConfigError: depths: [0, 2] is not allowed") and "\n" not in r["error"]
-    assert sorted(p.name for p in out.iterdir()) == ["previous.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [paths_module.MARKER, "previous.txt"]
     log = ROOT / r["log"]
     assert log.exists() and "ConfigError: depths" in log.read_text()
     assert (ROOT / r["notebook"]).exists()  # the partial notebook, for a look
