@@ -1,19 +1,105 @@
-"""The claims a notebook judges: a verdict from named checks, one record per claim (into
-results.json through `notebook.write_results`, then into outputs/REPORT.md), and the short
-listing every notebook ends with (its last NBVAL_CHECK_OUTPUT lines)."""
+"""Every rule that turns measured numbers into a verdict, in one place.
+
+A *check* compares a number with a threshold. A number comes with its 95 % interval over seeds
+(`icl.intervals.Estimate`), and a check holds (True) when the whole interval lies on the right side
+of its threshold, fails (False) when the whole interval lies on the wrong side, and is
+inconclusive (None) otherwise (SPEC §9). A number from a single seed has no interval and is judged
+on its value (its record says n_seeds = 1).
+
+A claim's *status* follows from its named checks (`verdict`): reproduced when every check holds,
+not reproduced when none holds or a defining (`needed`) check fails, partly reproduced in between.
+Where inconclusive checks leave room for more than one status, the status is *inconclusive* and
+the record names the range it lies in (from the worst case, every inconclusive check failing, to
+the best, every one holding).
+"""
 from __future__ import annotations
 
-from .notebook import Settings, round_numbers
+import math
 
-STATUSES = ("reproduced", "partly reproduced", "not reproduced")
+from .intervals import Estimate
+
+STATUSES = ("reproduced", "partly reproduced", "not reproduced", "inconclusive")
+DECIDED = STATUSES[:3]
 
 
-def verdict(checks: dict, needed: str | None = None, plus_one: bool = False) -> str:
-    """A claim's status from its named checks (True = holds). Every check holds: reproduced. Not
-    reproduced when none holds, when the `needed` check fails, or (plus_one) when the `needed`
-    check is the only one that holds. Otherwise partly reproduced."""
-    if needed is not None and needed not in checks:
-        raise KeyError(f"needed check {needed!r} is not among {list(checks)}")
+class Status(str):
+    """A status string that also knows the range (worst, best) inconclusive checks leave open."""
+
+    range: tuple[str, str]
+
+    def __new__(cls, worst: str, best: str):
+        self = super().__new__(cls, worst if worst == best else "inconclusive")
+        self.range = (worst, best)
+        return self
+
+
+# ---------------------------------------------------------------- checks
+
+
+def _bounds(x) -> tuple[float, float]:
+    """The interval a check judges: the 95 % interval of an Estimate with one, else the value."""
+    if isinstance(x, Estimate):
+        return x.ci95 if x.has_interval else (x.value, x.value)
+    return float(x), float(x)
+
+
+def below(x, threshold: float) -> bool | None:
+    """x < threshold: True when its whole interval is below, False when none of it is."""
+    lo, hi = _bounds(x)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    return True if hi < threshold else False if lo >= threshold else None
+
+
+def above(x, threshold: float) -> bool | None:
+    """x > threshold, with the same three outcomes as `below`."""
+    lo, hi = _bounds(x)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    return True if lo > threshold else False if hi <= threshold else None
+
+
+def within(x, centre: float, tol: float) -> bool | None:
+    """|x - centre| <= tol: True when the whole interval is inside the band, False when it is
+    wholly outside."""
+    lo, hi = _bounds(x)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    if centre - tol <= lo and hi <= centre + tol:
+        return True
+    return False if hi < centre - tol or lo > centre + tol else None
+
+
+def every(results) -> bool | None:
+    """A check over several cases (e.g. every spectrum): fails if one fails, holds if all hold."""
+    results = list(results)
+    if any(r is False for r in results):
+        return False
+    return True if results and all(r is True for r in results) else None
+
+
+def some(results) -> bool | None:
+    """At least one case holds: holds if one holds, fails if all fail."""
+    results = list(results)
+    if any(r is True for r in results):
+        return True
+    return False if results and all(r is False for r in results) else None
+
+
+def share(results, at_least: float) -> bool | None:
+    """At least a fraction `at_least` of the cases hold (inconclusive ones may go either way)."""
+    results = list(results)
+    n = len(results)
+    sure, maybe = sum(r is True for r in results), sum(r is None for r in results)
+    if n == 0:
+        return None
+    return True if sure >= at_least * n else False if sure + maybe < at_least * n else None
+
+
+# ---------------------------------------------------------------- statuses
+
+
+def _decided(checks: dict, needed: str | None, plus_one: bool) -> str:
     values = [bool(v) for v in checks.values()]
     others = [bool(v) for k, v in checks.items() if k != needed]
     if values and all(values):
@@ -23,13 +109,22 @@ def verdict(checks: dict, needed: str | None = None, plus_one: bool = False) -> 
     return "partly reproduced"
 
 
-def overall(statuses) -> str:
-    """One status from the statuses of a claim judged in several regimes (e.g. per key_dim):
-    reproduced where it is reproduced in every regime, not reproduced where in none it is even
-    partly reproduced, otherwise partly reproduced."""
-    statuses = list(statuses)
-    if not statuses or any(x not in STATUSES for x in statuses):
-        raise ValueError(f"statuses {statuses!r}; each must be one of {STATUSES}")
+def verdict(checks: dict, needed: str | None = None, plus_one: bool = False) -> Status:
+    """A claim's status from its named checks (True holds, False fails, None inconclusive).
+    Every check holds: reproduced. Not reproduced when none holds, when the `needed` check fails,
+    or (plus_one) when the `needed` check is the only one that holds. Otherwise partly reproduced.
+    Inconclusive checks are tried both ways; where the two differ the status is inconclusive."""
+    if needed is not None and needed not in checks:
+        raise KeyError(f"needed check {needed!r} is not among {list(checks)}")
+    bad = {k: v for k, v in checks.items() if v not in (True, False, None)}
+    if bad:
+        raise ValueError(f"checks must be True, False or None (inconclusive), got {bad}")
+    worst = _decided({k: v is True for k, v in checks.items()}, needed, plus_one)
+    best = _decided({k: v is not False for k, v in checks.items()}, needed, plus_one)
+    return Status(worst, best)
+
+
+def _decided_overall(statuses: list[str]) -> str:
     if all(x == "reproduced" for x in statuses):
         return "reproduced"
     if all(x == "not reproduced" for x in statuses):
@@ -37,32 +132,79 @@ def overall(statuses) -> str:
     return "partly reproduced"
 
 
-def claim(s: Settings, cid: str, text: str, status: str, measured: dict, figure: str, criterion: str,
+def status_range(status) -> tuple[str, str]:
+    """(worst, best) of a status; a decided status is its own range."""
+    if status not in STATUSES:
+        raise ValueError(f"status {status!r}; each must be one of {STATUSES}")
+    rng = getattr(status, "range", None)
+    if rng is None and status == "inconclusive":
+        raise ValueError("an inconclusive status needs its range (make it with verdict or Status)")
+    return tuple(rng) if rng else (str(status), str(status))
+
+
+def overall(statuses) -> Status:
+    """One status from the statuses of a claim judged in several regimes (e.g. per key_dim):
+    reproduced where it is reproduced in every regime, not reproduced where in none it is even
+    partly reproduced, otherwise partly reproduced; inconclusive where the regimes' ranges leave
+    both open."""
+    statuses = list(statuses)
+    if not statuses:
+        raise ValueError("overall() needs at least one status")
+    ranges = [status_range(x) for x in statuses]
+    return Status(_decided_overall([w for w, _ in ranges]), _decided_overall([b for _, b in ranges]))
+
+
+# ---------------------------------------------------------------- records
+
+
+def _plain(v):
+    """Measured values as JSON: an Estimate becomes {"value", "ci68", "ci95", "n_seeds"}."""
+    from .notebook import round_numbers
+
+    if isinstance(v, Estimate):
+        return round_numbers(v.to_dict())
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return round_numbers(v)
+
+
+def _record_status(row: dict, status) -> dict:
+    worst, best = status_range(status)
+    row["status"] = str(status)
+    if worst != best:
+        row["range"] = [worst, best]
+    return row
+
+
+def claim(s, cid: str, text: str, status, measured: dict, figure: str, criterion: str,
           regimes: dict | None = None) -> dict:
     """Record one claim's verdict (it goes to results.json, then to outputs/REPORT.md). A claim
     judged in several regimes gives `regimes` = {regime: {"status": ..., "measured": {...}}}."""
-    for st in [status] + [r["status"] for r in (regimes or {}).values()]:
-        if st not in STATUSES:
-            raise ValueError(f"status {st!r}; allowed: {STATUSES}")
-    row = {"id": cid, "claim": text, "criterion": criterion, "status": status, "measured": round_numbers(measured), "figure": figure}
+    row = _record_status({"id": cid, "claim": text, "criterion": criterion}, status)
+    row.update(measured=_plain(measured), figure=figure)
     if regimes:
-        row["regimes"] = {str(k): {"status": r["status"], "measured": round_numbers(r["measured"])} for k, r in regimes.items()}
+        row["regimes"] = {str(k): _record_status({"measured": _plain(r["measured"])}, r["status"])
+                          for k, r in regimes.items()}
     s.claims = [c for c in s.claims if c["id"] != cid] + [row]
     return row
 
 
-def claim_by_regime(s: Settings, cid: str, text: str, regimes: dict, figure: str, criterion: str) -> dict:
+def claim_by_regime(s, cid: str, text: str, regimes: dict, figure: str, criterion: str) -> dict:
     """Record a claim judged in several regimes, {regime: {"status": ..., "measured": {...}}}: its
     overall status (`overall`) and the regimes where it holds, at least partly and fully."""
-    summary = {"holds (at least partly) in": [k for k, r in regimes.items() if r["status"] != "not reproduced"],
-               "reproduced in": [k for k, r in regimes.items() if r["status"] == "reproduced"]}
+    summary = {"holds (at least partly) in": [k for k, r in regimes.items() if r["status"] in ("reproduced", "partly reproduced")],
+               "reproduced in": [k for k, r in regimes.items() if r["status"] == "reproduced"],
+               "inconclusive in": [k for k, r in regimes.items() if r["status"] == "inconclusive"]}
     return claim(s, cid, text, overall(r["status"] for r in regimes.values()), summary, figure,
                  criterion + "; judged in every regime: reproduced when reproduced in all, not reproduced when in none",
                  regimes)
 
 
-def show_claims(s: Settings) -> None:
-    """One line per recorded claim: its id and status."""
+def show_claims(s) -> None:
+    """One line per recorded claim: its id and status (with its range where inconclusive)."""
+    label = lambda r: r["status"] + (f" ({r['range'][0]} to {r['range'][1]})" if "range" in r else "")
     for c in s.claims:
-        where = "".join(f"; {k}: {r['status']}" for k, r in c.get("regimes", {}).items())
-        print(f"{c['id']}: {c['status']}{where}")
+        where = "".join(f"; {k}: {label(r)}" for k, r in c.get("regimes", {}).items())
+        print(f"{c['id']}: {label(c)}{where}")

@@ -2,7 +2,8 @@
 
 The model is R_L = L0 + c * L^-alpha, fitted by least squares on the residuals
 log R_L - log(L0 + c L^-alpha), so that a loss of 1e-3 and one of 1e-1 count alike. The floor L0
-is either fitted jointly (constrained to L0 >= 0) or held fixed; L0 = 0 is a pure power law.
+is either fitted jointly (constrained to 0 <= L0 <= floor_max, e.g. the lowest measured loss) or
+held fixed; L0 = 0 is a pure power law.
 
 Parameters are optimised as (alpha, log c, L0): log c keeps c > 0 without a bound and makes the
 problem better conditioned. Standard errors come from the Jacobian at the optimum,
@@ -39,10 +40,33 @@ class PowerLawFit:
     converged: bool
     floor_fixed: bool
     rss: float  # residual sum of squares (log space, weighted when errors were given)
+    floor_max: float = math.inf  # the upper bound the fitted floor was held to
+
+    @property
+    def problem(self) -> str | None:
+        """Why the fit's numbers mean little (`ill_conditioned`), or None."""
+        return ill_conditioned(self)
 
     def predict(self, depths) -> np.ndarray:
         L = np.asarray(depths, dtype=float)
         return self.L0 + self.c * L ** (-self.alpha)
+
+
+def ill_conditioned(fit: PowerLawFit) -> str | None:
+    """The one rule for a fit whose numbers should not be read as digits: it did not converge, an
+    error is not finite, the exponent's standard error exceeds the exponent, or a fitted floor sits
+    on one of its bounds (0 or floor_max: the data did not locate it). None for a sound fit."""
+    if not fit.converged:
+        return "did not converge"
+    if not (math.isfinite(fit.alpha_se) and math.isfinite(fit.L0_se)):
+        return "standard errors not finite"
+    if fit.alpha_se > abs(fit.alpha):
+        return "standard error of alpha larger than alpha"
+    if not fit.floor_fixed:
+        scale = max(fit.L0 + fit.c, 1e-300)  # the loss at L = 1
+        if fit.L0 <= 1e-6 * scale or fit.L0 >= fit.floor_max * (1 - 1e-6):
+            return "floor at its bound"
+    return None
 
 
 def _check_points(depths: np.ndarray, losses: np.ndarray, n_params: int) -> None:
@@ -70,17 +94,18 @@ def _starts(depths: np.ndarray, losses: np.ndarray, fixed: float | None) -> list
     return starts
 
 
-def _nan_fit(n: int, fixed: float | None) -> PowerLawFit:
+def _nan_fit(n: int, fixed: float | None, floor_max: float) -> PowerLawFit:
     nan = float("nan")
-    return PowerLawFit(nan, nan if fixed is None else fixed, nan, nan, nan, nan, nan, n, False, fixed is not None, nan)
+    return PowerLawFit(nan, nan if fixed is None else fixed, nan, nan, nan, nan, nan, n, False, fixed is not None, nan,
+                       floor_max)
 
 
 def fit_power_law(depths, losses, L0: float | None = None, errors=None, strict: bool = True,
-                  max_nfev: int | None = None) -> PowerLawFit:
+                  max_nfev: int | None = None, floor_max: float = math.inf) -> PowerLawFit:
     """Fit R_L = L0 + c L^-alpha in log space.
 
-    depths, losses: per-depth values (e.g. means over seeds). L0: None fits the floor (>= 0),
-    a number fixes it (0 gives a pure power law). errors: optional per-depth standard errors of
+    depths, losses: per-depth values (e.g. means over seeds). L0: None fits the floor in
+    [0, floor_max], a number fixes it (0 gives a pure power law). errors: optional per-depth standard errors of
     the losses (e.g. over seeds); log-space residuals are then divided by errors / losses, the
     standard error of log R. strict: raise FitError when the optimiser fails instead of
     returning NaNs. max_nfev: the optimiser's evaluation budget (None = scipy's default).
@@ -91,6 +116,8 @@ def fit_power_law(depths, losses, L0: float | None = None, errors=None, strict: 
     _check_points(L, R, n_params)
     if L0 is not None and not L0 >= 0:
         raise ValueError(f"a fixed floor L0 must be >= 0, got {L0}")
+    if not floor_max > 0:
+        raise ValueError(f"floor_max must be > 0, got {floor_max}")
     sigma = np.ones_like(R) if errors is None else np.asarray(errors, dtype=float) / R
     if sigma.shape != R.shape or not (sigma > 0).all():
         raise ValueError("errors must be positive, one per depth")
@@ -104,9 +131,11 @@ def fit_power_law(depths, losses, L0: float | None = None, errors=None, strict: 
     best = None
     for x0 in _starts(L, R, L0):
         x0 = x0 if L0 is None else x0[:2]
-        lower = [-np.inf, -np.inf, 0.0][:n_params]
+        if L0 is None:
+            x0[2] = min(x0[2], 0.99 * floor_max)
+        lower, upper = [-np.inf, -np.inf, 0.0][:n_params], [np.inf, np.inf, floor_max][:n_params]
         with np.errstate(over="ignore", invalid="ignore"):
-            sol = least_squares(resid, x0, bounds=(lower, np.inf), method="trf", x_scale="jac",
+            sol = least_squares(resid, x0, bounds=(lower, upper), method="trf", x_scale="jac",
                                 max_nfev=max_nfev, ftol=1e-12, xtol=1e-12, gtol=1e-12)
         if sol.success and np.isfinite(sol.cost) and (best is None or sol.cost < best.cost):
             best = sol
@@ -114,11 +143,11 @@ def fit_power_law(depths, losses, L0: float | None = None, errors=None, strict: 
         if strict:
             raise FitError(f"power-law fit did not converge from any start ({len(L)} points, floor "
                            f"{'fitted' if L0 is None else 'fixed at %g' % L0})")
-        return _nan_fit(len(L), L0)
-    return _summarise(best, logR, sigma, L0, len(L))
+        return _nan_fit(len(L), L0, floor_max)
+    return _summarise(best, logR, sigma, L0, len(L), floor_max)
 
 
-def _summarise(sol, logR: np.ndarray, sigma: np.ndarray, fixed: float | None, n: int) -> PowerLawFit:
+def _summarise(sol, logR: np.ndarray, sigma: np.ndarray, fixed: float | None, n: int, floor_max: float) -> PowerLawFit:
     p = len(sol.x)
     rss = float(np.sum(sol.fun**2))
     s2 = rss / (n - p)
@@ -136,7 +165,7 @@ def _summarise(sol, logR: np.ndarray, sigma: np.ndarray, fixed: float | None, n:
         alpha=float(sol.x[0]), L0=float(sol.x[2]) if fixed is None else float(fixed), c=c,
         alpha_se=float(se[0]), L0_se=float(se[2]) if fixed is None else 0.0, c_se=float(c * se[1]),
         r2=1 - rss / tss if tss > 0 else float("nan"), n=n, converged=True,
-        floor_fixed=fixed is not None, rss=rss)
+        floor_fixed=fixed is not None, rss=rss, floor_max=floor_max)
 
 
 def fit_shared_error_gap(depths, C_L, L0: float, errors=None, strict: bool = True) -> PowerLawFit:
