@@ -1,17 +1,17 @@
-"""Reference predictors of the softmax model from the task alone, no training (M8 of the plan).
+"""Reference predictors of the softmax model from the task alone, no training.
 
 Why they matter: a controlled softmax model predicts `c * mean_l sum_mu A^l_{q,mu} y_mu`. With
 full-rank layers each A^l can be the softmax of the cosine itself, so its best single layer is
 bounded by the best *isotropic* softmax of the cosine, and an ensemble of such layers by the best
 mixture of temperatures. With rank-limited layers (key_dim < dim) each layer sees the similarity
-through its own subspace; the random-subspace curve is what averaging L such layers gives with no
-learning at all. Three predictors:
+through its own subspace; the untrained subspace ensembles of `icl.baselines` (random and
+complementary subspaces) are what averaging L such layers gives with no learning at all. Here:
 
 - **softmax bound** `f_beta = sum_mu softmax_mu(beta cos(x_q, x_mu)) y_mu`, best beta, best readout;
 - **mixture bound** the best non-negative combination of `f_beta` over a grid of beta;
-- **random-subspace curve** the mean of L layers, layer l taking the cosine inside a fixed random
-  key_dim-dimensional subspace U_l (the contexts' Haar rotations make a fixed U_l a random one for
-  every context), best beta per depth, best readout.
+- **subspace ensembles** (`icl.baselines`) the mean of L untrained rank-key_dim layers with the
+  bilinear score of a rank-k layer, independent random or complementary subspaces (the contexts'
+  Haar rotations make a fixed U_l a random one for every context).
 
 Every beta, weight and readout is fitted on FIT_SEED contexts and scored on the run's held-out
 evaluation contexts (the very set every trained model is scored on), so a bound and a trained
@@ -27,30 +27,22 @@ import numpy as np
 import torch
 from scipy.optimize import minimize_scalar, nnls
 
+from . import baselines
 from .config import ConfigError, RunConfig
 from .tasks import Batch, held_out, make_generator, sample_batch
 
 FIT_SEED = 7_777_2610  # the contexts the betas and readouts are fitted on (not the evaluation set)
 BETAS = np.concatenate([[0.0], np.geomspace(0.3, 600.0, 47)])  # mixture grid; 0 = plain label mean
-SUBSPACE_BETAS = np.geomspace(0.5, 300.0, 20)  # temperatures tried for the random-subspace curve
-SUBSPACE_SEED = 123_457  # the random subspaces U_l
-MAX_BLOCKS = 16  # depth L < L_max is scored on up to this many disjoint blocks of L layers
-CHUNK = 256  # contexts per pass when layers are many: bounds memory, not results
 
 
 # ---------------------------------------------------------------- the pieces
 
 
-def cosines(batch: Batch, bases: torch.Tensor | None = None) -> torch.Tensor:
-    """cos(x_q, x_mu): (B, P); or inside each subspace of `bases` (S, d, k): (B, S, P)."""
+def cosines(batch: Batch) -> torch.Tensor:
+    """cos(x_q, x_mu): (B, P)."""
     x, xq = batch.x, batch.xq
-    if bases is None:
-        num = torch.einsum("bpd,bd->bp", x, xq)
-        return num / (x.norm(dim=-1) * xq.norm(dim=-1, keepdim=True))
-    px = torch.einsum("bpd,sdk->bspk", x, bases)  # (B, S, P, k)
-    pq = torch.einsum("bd,sdk->bsk", xq, bases)  # (B, S, k)
-    num = torch.einsum("bspk,bsk->bsp", px, pq)
-    return num / (px.norm(dim=-1) * pq.norm(dim=-1, keepdim=True)).clamp_min(1e-12)
+    num = torch.einsum("bpd,bd->bp", x, xq)
+    return num / (x.norm(dim=-1) * xq.norm(dim=-1, keepdim=True))
 
 
 def softmax_reads(cos: torch.Tensor, y: torch.Tensor, betas) -> torch.Tensor:
@@ -66,12 +58,6 @@ def relative_loss(pred: np.ndarray, target: np.ndarray) -> float:
 def readout(f: np.ndarray, target: np.ndarray) -> float:
     """The least-squares scalar r of y_hat = r f."""
     return float(f @ target / max(f @ f, 1e-30))
-
-
-def random_bases(n: int, dim: int, key_dim: int, seed: int = SUBSPACE_SEED) -> torch.Tensor:
-    """n orthonormal d x k bases of random subspaces (QR of Gaussians): (n, d, k)."""
-    g = torch.randn(n, dim, key_dim, generator=torch.Generator().manual_seed(seed))
-    return torch.linalg.qr(g).Q
 
 
 def contexts(cfg: RunConfig, n_fit: int) -> tuple[Batch, Batch]:
@@ -126,38 +112,6 @@ def linear_reference(fit: Batch, ev: Batch) -> float:
     return relative_loss(r * lin(ev), _np(ev.target))
 
 
-def _layer_reads(batch: Batch, bases: torch.Tensor) -> torch.Tensor:
-    """Every layer's softmax read at every SUBSPACE_BETAS temperature: (G, B, S)."""
-    parts = [softmax_reads(cosines(batch.slice(i, i + CHUNK), bases), batch.y[i:i + CHUNK], SUBSPACE_BETAS)
-             for i in range(0, len(batch), CHUNK)]
-    return torch.cat(parts, dim=1)
-
-
-def _block_means(reads: torch.Tensor, depth: int) -> np.ndarray:
-    """Mean over each of up to MAX_BLOCKS disjoint blocks of `depth` layers: (G, blocks * B)."""
-    blocks = min(MAX_BLOCKS, reads.shape[-1] // depth)
-    means = reads[..., : blocks * depth].unflatten(-1, (blocks, depth)).mean(-1)  # (G, B, blocks)
-    return _np(means.transpose(1, 2).flatten(1))
-
-
-def random_subspace_curve(fit: Batch, ev: Batch, key_dim: int, depths) -> dict:
-    """Loss of the mean of L untrained random-subspace softmax layers, best beta and readout per
-    depth (fitted on `fit`, scored on `ev`), for every L in `depths`."""
-    depths = sorted({int(L) for L in depths})
-    bases = random_bases(max(depths), fit.x.shape[-1], key_dim)
-    rf, re_ = _layer_reads(fit, bases), _layer_reads(ev, bases)
-    losses, betas = {}, {}
-    for L in depths:
-        mf, me = _block_means(rf, L), _block_means(re_, L)
-        tf = np.tile(_np(fit.target), mf.shape[1] // len(fit))  # blocks are stacked block-major
-        te = np.tile(_np(ev.target), me.shape[1] // len(ev))
-        fit_losses = [relative_loss(readout(f, tf) * f, tf) for f in mf]
-        g = int(np.argmin(fit_losses))
-        losses[L] = relative_loss(readout(mf[g], tf) * me[g], te)
-        betas[L] = float(SUBSPACE_BETAS[g])
-    return {"random_subspace": losses, "random_subspace_beta": betas}
-
-
 def bounds(cfg: RunConfig, depths=(1, 2, 4, 8, 16, 32, 64), fit_contexts: int = 2048, cache=None) -> dict:
     """All reference predictors for the task `cfg` describes, at cfg.resolved_key_dim; read from
     (or written to) `cache` (a RunCache) when one is given."""
@@ -171,28 +125,31 @@ def bounds(cfg: RunConfig, depths=(1, 2, 4, 8, 16, 32, 64), fit_contexts: int = 
     fit, ev = contexts(cfg, fit_contexts)
     single = softmax_bound(fit, ev)
     out = {**single, **mixture_bound(fit, ev, extra_beta=single["beta"]), "linear": linear_reference(fit, ev),
-           **random_subspace_curve(fit, ev, cfg.resolved_key_dim, depths)}
+           **baselines.all_curves(fit, ev, cfg.resolved_key_dim, depths)}
     return {"config": {k: getattr(cfg, k) for k in BOUND_KEYS}, "key_dim": cfg.resolved_key_dim,
             **out, "seconds": round(time.perf_counter() - start, 2)}
 
 
 def _int_depths(b: dict) -> dict:
     """Depth-keyed curves keep int keys after a JSON round trip through the cache."""
-    return {**b, **{k: {int(L): v for L, v in b[k].items()} for k in ("random_subspace", "random_subspace_beta")}}
+    curves = [f"{kind}{part}" for kind in baselines.KINDS for part in ("", "_beta", "_fixed")]
+    return {**b, **{k: {int(L): v for L, v in b[k].items()} for k in curves if k in b}}
 
 
 # The source files a bound's value depends on (the cache recomputes when one of them changes).
-SOURCES = ("bounds",)  # and the icl modules it imports
+SOURCES = ("bounds",)  # and the icl modules it imports (baselines, subspaces, tasks, ...)
 
 
 def table(results) -> "pd.DataFrame":
-    """One row per `bounds` result: its task, rank and the numbers (random-subspace curve as
-    subspace_L<depth> columns)."""
+    """One row per `bounds` result: its task, rank and the numbers (the subspace ensembles as
+    random_L<depth> and complementary_L<depth> columns, best temperature per depth)."""
     import pandas as pd
 
+    short = {"random_subspace": "random", "complementary_subspace": "complementary"}
     rows = [{**{k: b["config"][k] for k in ("dim", "context_length", "top_k", "input_exponent", "task_exponent")},
              "key_dim": b["key_dim"], "single_bound": b["single"], "beta": b["beta"], "mixture_bound": b["mixture"],
-             "linear_reference": b["linear"], **{f"subspace_L{L}": v for L, v in b["random_subspace"].items()}}
+             "linear_reference": b["linear"],
+             **{f"{short[kind]}_L{L}": v for kind in short for L, v in b.get(kind, {}).items()}}
             for b in results]
     return pd.DataFrame(rows)
 
@@ -210,7 +167,7 @@ def add_arguments(p) -> None:
 
     add_config_flags(p, only=BOUND_KEYS)
     p.add_argument("--depths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64],
-                   help="depths of the random-subspace curve (default: 1 2 4 ... 64)")
+                   help="depths of the subspace ensembles (default: 1 2 4 ... 64)")
     p.add_argument("--fit-contexts", type=int, default=2048, help="contexts the betas and readouts are fitted on")
     p.add_argument("--json", metavar="PATH", help="write the bounds as JSON to PATH ('-' for standard output)")
 
@@ -228,8 +185,9 @@ def run(args) -> int:
     out = bounds(cfg, args.depths, args.fit_contexts)
     if args.json:
         write_json(out, args.json)
-    curve = ", ".join(f"{L}: {v:.3f}" for L, v in out["random_subspace"].items())
+    curves = "; ".join(f"{kind.replace('_', ' ')}s of rank {out['key_dim']}: "
+                       + ", ".join(f"{L}: {v:.3f}" for L, v in out[kind].items())
+                       for kind in baselines.KINDS if kind in out)
     print(f"softmax bound {out['single']:.4f} (beta {out['beta']:.3g}), mixture bound {out['mixture']:.4f}, "
-          f"linear {out['linear']:.4f}; random subspaces of rank {out['key_dim']}: {curve} "
-          f"({out['seconds']:.1f} s)", file=sys.stderr)
+          f"linear {out['linear']:.4f}; {curves} ({out['seconds']:.1f} s)", file=sys.stderr)
     return 0

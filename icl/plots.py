@@ -69,26 +69,22 @@ def training_curves(ax, results: list[dict], title: str = "") -> None:
     ax.set_title(title)
 
 
+BASELINE_STYLES = {"random_subspace": ("--", "random subspaces"), "complementary_subspace": ("-.", "complementary subspaces")}
+
+
 def bounds_lines(ax, b: dict, color=None, depths=None, labels: bool = True) -> None:
     """The reference predictors of `icl.bounds` beside a softmax depth sweep: the softmax bound
-    (solid grey), the mixture bound (dotted grey) and the random-subspace curve (dashed, colour of
-    the sweep) at the sweep's depths."""
+    (solid grey), the mixture bound (dotted grey) and the untrained subspace ensembles of the rank
+    (random dashed, complementary dash-dotted, colour of the sweep) at the sweep's depths."""
     tag = lambda text: text if labels else None
     ax.axhline(b["single"], color="0.35", lw=1, label=tag(f"softmax bound {b['single']:.3f}"))
     ax.axhline(b["mixture"], color="0.35", lw=1, ls=":", label=tag(f"mixture bound {b['mixture']:.3f}"))
-    curve = {int(L): v for L, v in b["random_subspace"].items()}
-    Ls = sorted(L for L in curve if depths is None or L in set(depths))
-    ax.plot(Ls, [curve[L] for L in Ls], "--", color=color, lw=1, alpha=0.9,
-            label=tag(f"random subspaces, rank {b['key_dim']}"))
-
-
-def depth_figure(ax, df: pd.DataFrame, by=("input_exponent", "task_exponent"), name=None) -> None:
-    """Loss against depth, one colour per group of `by`: points over seeds and the joint-floor fit
-    (`tables.fit_depths`) as a line. name(key) labels a group (default: its spectrum)."""
-    for i, (key, part) in enumerate(df.groupby(list(by))):
-        text = name(key) if name else spectrum_label(*key)
-        loss_vs_depth(ax, part, text, color=COLORS[i % len(COLORS)], fit=fit_depths(part))
-    ax.legend(fontsize=7)
+    if b["key_dim"] == b["config"]["dim"]:
+        return  # a full-rank "subspace" is the whole space: the ensembles are the softmax bound
+    for kind, (ls, name) in BASELINE_STYLES.items():
+        curve = {int(L): v for L, v in b.get(kind, {}).items()}
+        Ls = sorted(L for L in curve if depths is None or L in set(depths))
+        ax.plot(Ls, [curve[L] for L in Ls], ls, color=color, lw=1, alpha=0.9, label=tag(f"{name}, rank {b['key_dim']}"))
 
 
 def curve_panels(groups: dict[str, list[dict]], legend_size: int = 6):
@@ -112,13 +108,14 @@ def sweep_with_bounds(ax, part: pd.DataFrame, b: dict, title: str) -> None:
 
 def relative_to_bound(ax, part: pd.DataFrame, b: dict, color, label: str) -> None:
     """R_L / softmax bound against depth for one sweep (hollow: not at its plateau), with its
-    random-subspace curve (dashed) and its mixture bound (dotted) on the same scale."""
+    random-subspace ensemble (dashed) and its mixture bound (dotted) on the same scale."""
     m = seed_means(part)
     ax.plot(m.depth, m["mean"] / b["single"], "o-", ms=4, color=color, label=label)
     bad = m[~m.converged] if "converged" in m else m.iloc[:0]
     ax.plot(bad.depth, bad["mean"] / b["single"], "o", ms=8, mfc="none", color="k")
-    curve = {int(L): v for L, v in b["random_subspace"].items()}
-    ax.plot(m.depth, [curve[int(L)] / b["single"] for L in m.depth], "--", lw=1, color=color)
+    if b["key_dim"] < b["config"]["dim"]:
+        curve = {int(L): v for L, v in b["random_subspace"].items()}
+        ax.plot(m.depth, [curve[int(L)] / b["single"] for L in m.depth], "--", lw=1, color=color)
     ax.plot(m.depth, np.full(len(m), b["mixture"] / b["single"]), ":", lw=1, color=color)
     ax.axhline(1, color="0.3", lw=1)
     ax.set(xscale="log", yscale="log", xlabel="depth L", ylabel="R_L / softmax bound")

@@ -43,32 +43,6 @@ def test_difficult_task_bound_is_between_zero_and_the_linear_reference():
     assert bounds.mixture_bound(fit, ev, extra_beta=b["beta"])["mixture"] <= 1.01 * b["single"]
 
 
-def test_full_rank_subspaces_are_the_isotropic_softmax_at_every_depth():
-    fit, ev = fitted()
-    single = bounds.softmax_bound(fit, ev)["single"]
-    curve = bounds.random_subspace_curve(fit, ev, key_dim=8, depths=[1, 4, 16])["random_subspace"]
-    for L, loss in curve.items():
-        assert loss == pytest.approx(single, rel=0.02), (L, loss, single)
-
-
-def test_rank_limited_subspaces_improve_with_depth_towards_the_bound():
-    fit, ev = fitted()
-    single = bounds.softmax_bound(fit, ev)["single"]
-    curve = bounds.random_subspace_curve(fit, ev, key_dim=2, depths=[1, 4, 32])["random_subspace"]
-    assert curve[1] > curve[4] > curve[32] > single
-    assert curve[1] > 1.5 * single
-
-
-def test_subspace_cosines_are_cosines_of_the_projections():
-    fit, _ = fitted()
-    basis = bounds.random_bases(3, 8, 2)
-    assert torch.allclose(basis.transpose(1, 2) @ basis, torch.eye(2).expand(3, 2, 2), atol=1e-5)
-    cos = bounds.cosines(fit.slice(0, 4), basis)  # (4, 3, P)
-    px, pq = fit.x[:4] @ basis[1], fit.xq[:4] @ basis[1]  # (4, P, 2), (4, 2)
-    want = torch.nn.functional.cosine_similarity(px, pq[:, None, :], dim=-1)
-    assert torch.allclose(cos[:, 1], want, atol=1e-5)
-
-
 def test_raw_inputs_and_a_spectrum_run():
     fit, ev = fitted(normalize_inputs=False, input_exponent=1.0, task_exponent=0.5)
     assert 0 < bounds.softmax_bound(fit, ev)["single"] < 1
@@ -79,8 +53,8 @@ def test_command_prints_the_bounds_as_json(capsys):
             "--fit-contexts=128", "--depths", "1", "2", "4", "--json", "-"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    assert {"single", "beta", "mixture", "random_subspace"} <= set(out)
-    assert list(out["random_subspace"]) == ["1", "2", "4"]
+    assert {"single", "beta", "mixture", "random_subspace", "complementary_subspace"} <= set(out)
+    assert list(out["random_subspace"]) == ["1", "2", "4"] == list(out["complementary_subspace"])
     assert np.isfinite(out["single"]) and out["key_dim"] == 2
 
 
@@ -99,8 +73,8 @@ def test_bounds_are_cached_and_recomputed_when_their_code_changes(tmp_path, monk
 
     cfg, runs = RunConfig(**SMALL, key_dim=2), RunCache(tmp_path)
     calls = []
-    real = bounds.random_subspace_curve
-    monkeypatch.setattr(bounds, "random_subspace_curve", lambda *a: calls.append(1) or real(*a))
+    real = bounds.baselines.all_curves
+    monkeypatch.setattr(bounds.baselines, "all_curves", lambda *a: calls.append(1) or real(*a))
     depths = [1, 2, 16]  # "16" sorts before "2" as a JSON key: the stored checksum must still match
     first = bounds.bounds(cfg, depths, 128, cache=runs)
     assert bounds.bounds(cfg, depths, 128, cache=runs) == first and len(calls) == 1

@@ -1,0 +1,122 @@
+"""Untrained ensembles of rank-limited softmax layers: what depth gives with no learning (SPEC §8).
+
+A layer reads the context through a k-dimensional subspace U_l (d, k) and scores a token by the
+inner product of the projections, as a rank-k bilinear layer does: s_l(x_q, x_mu) =
+x_q^T U_l U_l^T x_mu / k (divided by k so that its average over random subspaces is the cosine on
+the sphere |x| = sqrt(d), and the temperatures compare with the softmax bound's). Layer l predicts
+f_l = sum_mu softmax_mu(beta s_l) y_mu, and a depth-L ensemble r * mean_l f_l. Two ways to draw
+the layers (`icl.subspaces`):
+
+- `random_subspace`: independent uniformly random subspaces;
+- `complementary_subspace`: blocks of lcm(d, k)/k layers whose subspaces tile R^d.
+
+Each curve is given twice: with the best beta and readout at every depth (its lower envelope), and
+at one fixed beta and readout for all depths (those best at the deepest depth). At a fixed beta
+the independent ensemble's expected loss is exactly R_L = C + (A - C)/L, with A one layer's loss
+and C the loss two independent layers share (App. B with independent errors): alpha = 1 and floor
+C. A and C are reported for both kinds of layers. Every beta and readout is fitted on contexts of
+their own and scored on the runs' evaluation contexts; a depth L < (number of layers) / 2 is
+scored on up to MAX_BLOCKS disjoint ensembles of L layers, for less noise.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from . import subspaces
+from .tasks import Batch
+
+BETAS = np.geomspace(0.5, 300.0, 24)  # temperatures tried (the softmax bound's beta is ~15 at d = 16)
+MAX_BLOCKS = 16
+CHUNK = 256  # contexts per pass: bounds memory, not results
+KINDS = ("random_subspace", "complementary_subspace")
+
+
+def layer_bases(kind: str, n: int, dim: int, k: int) -> torch.Tensor:
+    """n layers' bases (n, d, k) of one kind, from the fixed subspace seed."""
+    gen = torch.Generator().manual_seed(subspaces.SUBSPACE_SEED)
+    if kind == "random_subspace":
+        return subspaces.random_bases(n, dim, k, gen)
+    if kind == "complementary_subspace":
+        return subspaces.complementary_bases(n, dim, k, gen)
+    raise ValueError(f"kind: {kind!r}; allowed: {', '.join(KINDS)}")
+
+
+def layer_reads(batch: Batch, bases: torch.Tensor) -> torch.Tensor:
+    """Every layer's read f_l at every temperature of BETAS: (G, B, S), float64."""
+    k = bases.shape[-1]
+    parts = []
+    for i in range(0, len(batch), CHUNK):
+        x, xq, y = batch.x[i:i + CHUNK], batch.xq[i:i + CHUNK], batch.y[i:i + CHUNK]
+        px = torch.einsum("bpd,sdk->bspk", x, bases)  # (b, S, P, k) projected tokens
+        pq = torch.einsum("bd,sdk->bsk", xq, bases)  # (b, S, k) projected query
+        score = torch.einsum("bspk,bsk->bsp", px, pq) / k  # (b, S, P)
+        reads = [(torch.softmax(float(beta) * score, -1) * y[:, None, :]).sum(-1) for beta in BETAS]
+        parts.append(torch.stack(reads).double())  # (G, b, S)
+    return torch.cat(parts, dim=1)
+
+
+def ensembles(reads: torch.Tensor, depth: int) -> torch.Tensor:
+    """Mean reads of up to MAX_BLOCKS disjoint runs of `depth` consecutive layers: (G, B, blocks)."""
+    blocks = min(MAX_BLOCKS, reads.shape[-1] // depth)
+    return reads[..., : blocks * depth].unflatten(-1, (blocks, depth)).mean(-1)
+
+
+def _readout(f: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Least-squares readout per temperature: f (G, N), t (N,) -> (G,)."""
+    return (f @ t) / (f * f).sum(-1).clamp_min(1e-30)
+
+
+def _loss(f: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Relative loss per temperature of r f against t: (G,)."""
+    return ((r[:, None] * f - t) ** 2).mean(-1) / (t**2).mean()
+
+
+def curve(fit: Batch, ev: Batch, kind: str, key_dim: int, depths) -> dict:
+    """The ensemble curve of one kind at every depth, with the best temperature and readout per
+    depth and with the fixed ones (best at the deepest depth), and its decomposition terms A, C."""
+    depths = sorted({int(L) for L in depths})
+    bases = layer_bases(kind, max(depths), fit.x.shape[-1], key_dim)
+    reads = {"fit": layer_reads(fit, bases), "ev": layer_reads(ev, bases)}
+    targets = {"fit": fit.target.double(), "ev": ev.target.double()}
+
+    def at(L: int, which: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """The depth-L ensembles' reads (G, blocks B) and their targets (blocks B,)."""
+        m = ensembles(reads[which], L)  # (G, B, blocks)
+        return m.transpose(1, 2).flatten(1), targets[which].repeat(m.shape[-1])
+
+    f_deep, t_deep = at(depths[-1], "fit")
+    r_fixed = _readout(f_deep, t_deep)
+    g_fixed = int(torch.argmin(_loss(f_deep, r_fixed, t_deep)))
+    best, best_beta, fixed = {}, {}, {}
+    for L in depths:
+        (ff, tf), (fe, te) = at(L, "fit"), at(L, "ev")
+        r = _readout(ff, tf)
+        g = int(torch.argmin(_loss(ff, r, tf)))
+        best[L], best_beta[L] = float(_loss(fe, r, te)[g]), float(BETAS[g])
+        fixed[L] = float(_loss(fe, r_fixed, te)[g_fixed])
+    terms = decomposition(reads["ev"][g_fixed], float(r_fixed[g_fixed]), targets["ev"])
+    return {kind: best, f"{kind}_beta": best_beta, f"{kind}_fixed": fixed, f"{kind}_fixed_beta": float(BETAS[g_fixed]),
+            f"{kind}_A": terms["A"], f"{kind}_C": terms["C"]}
+
+
+def decomposition(reads: torch.Tensor, r: float, target: torch.Tensor) -> dict:
+    """A (mean single-layer loss) and C (mean loss shared by two different layers) of the layers
+    r f_l on one set: reads (B, S), relative to E[y*^2]."""
+    e = r * reads - target[:, None]  # (B, S) errors
+    gram = e.T @ e / e.shape[0] / (target**2).mean()  # (S, S)
+    S = gram.shape[0]
+    A = float(gram.diagonal().mean())
+    C = float((gram.sum() - gram.diagonal().sum()) / (S * (S - 1))) if S > 1 else float("nan")
+    return {"A": A, "C": C}
+
+
+def all_curves(fit: Batch, ev: Batch, key_dim: int, depths) -> dict:
+    """Both kinds of ensembles; the complementary one only where a tiling is built (see
+    `subspaces.tiling`)."""
+    out = curve(fit, ev, "random_subspace", key_dim, depths)
+    try:
+        out.update(curve(fit, ev, "complementary_subspace", key_dim, depths))
+    except ValueError:  # no tiling of R^d by subspaces of this dimension
+        pass
+    return out
