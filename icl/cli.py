@@ -81,7 +81,8 @@ def field_help() -> dict[str, str]:
         if m:
             notes[m.group(1)] = m.group(2).strip()
     choices = {"model": config.MODELS, "task": config.TASKS, "device": config.DEVICES,
-               "schedule": config.SCHEDULES, "residual_scale": config.RESIDUAL_SCALES}
+               "schedule": config.SCHEDULES, "residual_scale": config.RESIDUAL_SCALES,
+               "subspace": config.SUBSPACES}
     out = {}
     for name in field_names():
         text = notes.get(name, "")

@@ -15,6 +15,7 @@ TASKS = ("easy", "difficult")
 DEVICES = ("auto", "cpu", "cuda")
 SCHEDULES = ("cosine", "constant")
 RESIDUAL_SCALES = ("inverse_depth", "unit")
+SUBSPACES = ("learned", "random", "tiled")
 
 
 class ConfigError(ValueError):
@@ -29,6 +30,7 @@ class RunConfig:
     key_dim: int = 0  # d_k of Q_l, K_l; 0 means "= dim" (decides the regime: docs/training_protocol.md)
     residual_scale: str = "inverse_depth"  # 1/L on every update keeps the output O(1) in L (ours)
     init_scale: float = 1.0  # initial query/key scores have standard deviation ~ init_scale**2
+    subspace: str = "learned"  # learned | random | tiled: frozen subspaces of Q_l, K_l (the mechanism's ablation)
     # --- the task (paper §2.1)
     task: str = "difficult"  # easy (copy the matching label) | difficult (mean of top-k labels)
     top_k: int = 2  # k of the difficult task; top-2 is the paper's main case
@@ -125,6 +127,10 @@ def validate(c: RunConfig) -> None:
     _choice("device", c.device, DEVICES)
     _choice("schedule", c.schedule, SCHEDULES)
     _choice("residual_scale", c.residual_scale, RESIDUAL_SCALES)
+    _choice("subspace", c.subspace, SUBSPACES)
+    if c.subspace != "learned" and (c.model not in ("softmax", "untied_values") or c.resolved_key_dim >= c.dim):
+        raise ConfigError(f"subspace: {c.subspace!r} is allowed only for the softmax and untied_values models "
+                          f"with key_dim < dim (here model {c.model!r}, key_dim {c.resolved_key_dim}, dim {c.dim})")
     for key in ("depth", "steps", "dim", "context_length", "batch_size", "eval_contexts", "eval_points"):
         _at_least(key, getattr(c, key), 1, "an integer >= 1")
     _at_least("key_dim", c.key_dim, 0, ">= 0 (0 means equal to dim)")

@@ -523,10 +523,17 @@ def model_class(model: str) -> type[Stack]:
 
 
 def build(cfg: RunConfig, depths: list[int]) -> Stack:
-    """A stack of models of type cfg.model, one per depth (deepest first for cascades)."""
+    """A stack of models of type cfg.model, one per depth (deepest first for cascades), with its
+    layers' subspaces frozen where cfg.subspace says so."""
     if cfg.model == "untied_values":
-        return SoftmaxEnsemble(cfg, depths, untied=True)
-    return model_class(cfg.model)(cfg, depths)
+        stack = SoftmaxEnsemble(cfg, depths, untied=True)
+    else:
+        stack = model_class(cfg.model)(cfg, depths)
+    if cfg.subspace != "learned":
+        from .subspaces import freeze
+
+        freeze(stack, cfg.subspace, cfg.seed)
+    return stack
 
 
 def stack_order(model: str, depths: list[int]) -> list[int]:

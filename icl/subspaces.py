@@ -112,3 +112,42 @@ def summary(query: torch.Tensor, key: torch.Tensor) -> dict:
     return {"key_dim": k, "depth": L, "overlap": mean_overlap(kb), "query_overlap": mean_overlap(qb),
             "random_overlap": k / d, "coverage_error": coverage_error(kb), "effective_rank": effective_rank(kb),
             "query_key_alignment": float(align.mean()), "temperature": temperature(merged, k).tolist()}
+
+
+# ---------------------------------------------------------------- frozen subspaces (the ablation)
+
+
+class InSubspace(torch.nn.Module):
+    """Parametrisation W_l = A_l U_l^T of a layer's query or key (k, d): the k x k map A_l is
+    trained, the basis U_l (d, k) is fixed, so the layer reads through U_l whatever it learns."""
+
+    def __init__(self, bases: torch.Tensor):
+        super().__init__()
+        self.register_buffer("bases", bases)  # (T, d, k)
+
+    def forward(self, inner: torch.Tensor) -> torch.Tensor:  # (T, k, k) -> (T, k, d)
+        return inner @ self.bases.transpose(1, 2)
+
+    def right_inverse(self, weight: torch.Tensor) -> torch.Tensor:  # (T, k, d) -> (T, k, k)
+        # The initial weights projected on the subspace, rescaled so that the initial scores have
+        # the scale the free weights give (a random k x d matrix keeps a fraction k/d of its norm).
+        k, d = weight.shape[1:]
+        return weight @ self.bases * math.sqrt(d / k)
+
+
+def freeze(stack, kind: str, seed: int) -> None:
+    """Fix every layer's query and key subspace of `stack` (a SoftmaxEnsemble): one basis per layer
+    for both, drawn per model from (seed, depth): `random`, independent; `tiled`, complementary
+    blocks (`complementary_bases`). Only the maps inside the subspaces, the values and the readout
+    are trained."""
+    from torch.nn.utils import parametrize
+
+    k, d = stack.query.shape[1:]
+    draw = {"random": random_bases, "tiled": complementary_bases}[kind]
+    bases = []
+    for depth in stack.depths:
+        gen = torch.Generator().manual_seed(1_000_003 * int(seed) + int(depth) + SUBSPACE_SEED)
+        bases.append(draw(depth, d, k, gen))
+    bases = torch.cat(bases)  # (T, d, k)
+    for name in ("query", "key"):
+        parametrize.register_parametrization(stack, name, InSubspace(bases.clone()))

@@ -257,8 +257,12 @@ def summarise(stack: Stack, evalset: Batch, valset: Batch) -> dict:
 @torch.no_grad()
 def extras(stack: Stack, evalset: Batch, per_model: list[dict]) -> None:
     """Model-specific parameters worth keeping in the result."""
-    from .models import ContextUpdates, LinearAttention
+    from .models import ContextUpdates, LinearAttention, SoftmaxEnsemble
+    from .subspaces import summary
 
+    if isinstance(stack, SoftmaxEnsemble) and stack.cfg.resolved_key_dim < stack.cfg.dim:
+        for m, (o, L) in enumerate(zip(stack.offsets.tolist(), stack.depths)):  # the subspaces its layers read through
+            per_model[m]["parameters"] = {"subspaces": summary(stack.query[o:o + L], stack.key[o:o + L])}
     if isinstance(stack, LinearAttention):
         for m, g in enumerate(stack.gammas()):
             per_model[m]["parameters"] = {"gammas": g.cpu().tolist(), "readout": float(stack.readout[m])}

@@ -92,3 +92,20 @@ def test_summary_of_trained_weights_reads_the_row_spaces():
     assert out["random_overlap"] == k / d and len(out["temperature"]) == L
     beta = subspaces.temperature(7.0 / k * bases @ bases.transpose(1, 2), k)  # a baseline layer at beta = 7
     assert torch.allclose(beta, torch.full((L,), 7.0, dtype=torch.float64), rtol=1e-5)
+
+
+def test_frozen_subspaces_train_only_the_maps_inside_them():
+    from icl.config import ConfigError, RunConfig
+    from icl.train import train
+
+    cfg = RunConfig(model="softmax", dim=8, context_length=16, key_dim=2, steps=20, batch_size=16, eval_contexts=64,
+                    eval_points=2, subspace="tiled", depth=4, device="cpu")
+    r = train(cfg, progress=False)
+    sub = r["parameters"]["subspaces"]
+    assert sub["overlap"] < 1e-5 and sub["coverage_error"] < 1e-4  # still the tiling after training
+    learned = train(cfg.replace(subspace="learned"), progress=False)["parameters"]["subspaces"]
+    assert learned["overlap"] > 1e-3 and learned["random_overlap"] == 2 / 8
+    with pytest.raises(ConfigError, match="subspace"):
+        RunConfig(model="linear", key_dim=2, dim=8, subspace="random")
+    with pytest.raises(ConfigError, match="subspace"):
+        RunConfig(model="softmax", key_dim=8, dim=8, subspace="tiled")
