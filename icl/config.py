@@ -49,7 +49,8 @@ class RunConfig:
     seed: int = 0
     device: str = "auto"  # cuda when available, else cpu
     # --- evaluation and diagnostics
-    eval_contexts: int = 2048  # held-out contexts, drawn once from a fixed seed
+    eval_contexts: int = 2048  # held-out contexts, drawn once from a fixed seed; the final losses use all of them
+    curve_contexts: int = 2048  # the first ones of them (all, if fewer) measure the loss along training
     eval_points: int = 40  # evaluations along training (the loss curve)
     plateau_tolerance: float = 0.01  # converged when the loss fell < 1% over the last 20% of steps
     track_modes: bool = False  # mode-wise loss along training (M3)
@@ -134,6 +135,7 @@ def validate(c: RunConfig) -> None:
     for key in ("depth", "steps", "dim", "context_length", "batch_size", "eval_contexts", "eval_points"):
         _at_least(key, getattr(c, key), 1, "an integer >= 1")
     _at_least("key_dim", c.key_dim, 0, ">= 0 (0 means equal to dim)")
+    _at_least("curve_contexts", c.curve_contexts, 1, "an integer >= 1")
     if c.key_dim > c.dim:
         raise ConfigError(f"key_dim: {c.key_dim} is not allowed; it must be at most dim ({c.dim}), or 0 for dim")
     if not 1 <= c.top_k <= c.context_length:

@@ -65,10 +65,12 @@ def estimate_bytes(cfg: RunConfig, depths: list[int] | None = None) -> int:
     persistent = held_out_floats(cfg) + params
     train = batch_floats(cfg, B) + step_floats(cfg, depths, B)
     chunk = min(EVAL_CHUNK, E)
-    query_attention = 0 if cfg.model == "linear" else 2 * E * T * P  # gathered for token selection
-    evaluate = query_attention + step_floats(cfg, depths, chunk, grad=False, attention=True)
+    # final evaluation: every model's prediction and per-layer predictors of every held-out context,
+    # token selection chunk by chunk
+    gathered = E * (M + T)
+    evaluate = gathered + step_floats(cfg, depths, chunk, grad=False, attention=True)
     if cfg.model == "context_updates":
-        evaluate = max(evaluate, query_attention + step_floats(cfg, depths, min(64, E), grad=False, attention=True))
+        evaluate = max(evaluate, gathered + step_floats(cfg, depths, min(64, E), grad=False, attention=True))
     if cfg.track_modes:  # one probe per eigen-direction: d copies of PROBE_CONTEXTS contexts
         probe = d * min(PROBE_CONTEXTS, E)
         evaluate = max(evaluate, 2 * probe * P * (d + 1) + step_floats(cfg, depths, min(EVAL_CHUNK, probe), grad=False))

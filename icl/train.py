@@ -124,12 +124,20 @@ def focus_stats(stack: Stack, batch: Batch) -> dict[str, np.ndarray] | None:
     }
 
 
-def token_selection(stack: Stack, att: torch.Tensor, weights: torch.Tensor) -> np.ndarray:
+@torch.no_grad()
+def token_selection(stack: Stack, batch: Batch) -> np.ndarray | None:
     """M5: per context, total-variation distance between the layer-averaged query attention and
-    the target weights; its percentiles per model, (M, 99)."""
-    mean_att = torch.einsum("btp,tm->bmp", att, stack.layer_mean)
-    dist = 0.5 * (mean_att - weights.unsqueeze(1)).abs().sum(-1)  # (B, M)
-    return np.percentile(dist.cpu().numpy(), SELECTION_PERCENTILES, axis=0).T
+    the target weights; its percentiles per model, (M, 99). Chunk by chunk: the attention of every
+    layer to every token of a large set would not fit in memory. None for models without it."""
+    dists = []
+    for i in range(0, len(batch), EVAL_CHUNK):
+        part = batch.slice(i, i + EVAL_CHUNK)
+        att = stack(part, attention=True).query_attention  # (b, T, P)
+        if att is None:
+            return None
+        mean_att = torch.einsum("btp,tm->bmp", att, stack.layer_mean)
+        dists.append(0.5 * (mean_att - part.weights.unsqueeze(1)).abs().sum(-1))  # (b, M)
+    return np.percentile(torch.cat(dists).cpu().numpy(), SELECTION_PERCENTILES, axis=0).T
 
 
 def plateau(curve_steps: list[int], curve: list[float], total_steps: int) -> float:
@@ -160,8 +168,10 @@ def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
     curve, modes, focus = [], [], []
     first_bad = torch.full((len(cfgs),), -1, device=device)  # (M,) first step with a NaN/inf loss
 
+    curve_set = evalset.slice(0, base.curve_contexts)  # the loss along training: a subset, for speed
+
     def record() -> None:
-        curve.append(relative_losses(stack, evalset))
+        curve.append(relative_losses(stack, curve_set))
         if base.track_modes:
             modes.append(mode_losses(stack, evalset, omega))
         if base.track_focus:
@@ -214,7 +224,7 @@ def group_results(cfgs: list[RunConfig], order: list[int], device: torch.device,
             "version": __version__,
             "device": device.type,
             "initial_loss": float(curve[0][m]),
-            "final_loss": float(curve[-1][m]),
+            "final_loss": float(final["final"][m]),  # on the whole evaluation set (the curve: its first part)
             "validation_loss": float(final["validation"][m]),
             "target_power": final["target_power"],
             "loss_curve": {"step": checkpoints, "loss": [float(c[m]) for c in curve]},
@@ -236,22 +246,21 @@ def group_results(cfgs: list[RunConfig], order: list[int], device: torch.device,
 def summarise(stack: Stack, evalset: Batch, valset: Batch) -> dict:
     """Final numbers: decomposition (M2), token selection (M5) and the parameters the linear
     theory and the context-update analysis read (M6, M7)."""
-    pred, layer_preds, att = predict(stack, evalset, attention=True)
+    pred, layer_preds, _ = predict(stack, evalset)
     target = evalset.target
     power = float((target**2).mean())
+    final = (((pred - target[:, None]) ** 2).mean(0) / power).cpu().numpy()  # relative loss per model
     per_model = [{} for _ in stack.depths]
     for m in range(stack.n_models):
         sel = (stack.layer_model == m).nonzero().flatten()
         if layer_preds is not None:
             per_model[m]["decomposition"] = decompose(layer_preds[:, sel], target, power)
-        if att is not None:
-            per_model[m]["token_selection"] = {"percentile": SELECTION_PERCENTILES}
-    if att is not None:
-        sel_pct = token_selection(stack, att, evalset.weights)
+    sel_pct = token_selection(stack, evalset)
+    if sel_pct is not None:
         for m in range(stack.n_models):
-            per_model[m]["token_selection"]["distance"] = sel_pct[m].tolist()
+            per_model[m]["token_selection"] = {"percentile": SELECTION_PERCENTILES, "distance": sel_pct[m].tolist()}
     extras(stack, evalset, per_model)
-    return {"validation": relative_losses(stack, valset), "target_power": power, "per_model": per_model}
+    return {"final": final, "validation": relative_losses(stack, valset), "target_power": power, "per_model": per_model}
 
 
 @torch.no_grad()
