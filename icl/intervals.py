@@ -47,31 +47,38 @@ class Estimate:
         return self.n_seeds >= 2 and all(math.isfinite(x) for x in self.ci95)
 
 
-def over_seeds(statistic: Callable[..., float], *samples: np.ndarray, n_resamples: int = N_RESAMPLES) -> Estimate:
+def over_seeds(statistic: Callable[..., float | dict], *samples: np.ndarray,
+               n_resamples: int = N_RESAMPLES) -> Estimate | dict[str, Estimate]:
     """`statistic(*samples)` with its intervals: every sample is an array whose first axis is the
-    seeds (the same seeds, in the same order, in all of them); they are resampled together."""
+    seeds (the same seeds, in the same order, in all of them); they are resampled together. A
+    statistic that returns a dict of numbers gives a dict of Estimates (one resampling for all)."""
     samples = [np.asarray(s, dtype=float) for s in samples]
     n = samples[0].shape[0]
     if any(s.shape[0] != n for s in samples):
         raise ValueError(f"every sample needs one row per seed; got {[s.shape[0] for s in samples]} rows")
-    value = float(statistic(*samples))
+    value = statistic(*samples)
+    values = value if isinstance(value, dict) else {None: value}
     if n < 2:
-        return Estimate.point(value, n)
-    memo: dict[tuple, float] = {}
+        out = {k: Estimate.point(v, n) for k, v in values.items()}
+        return out if isinstance(value, dict) else out[None]
+    memo: dict[tuple, dict] = {}
 
-    def on_indices(idx: np.ndarray) -> float:
-        key = tuple(np.bincount(idx.astype(int), minlength=n))
-        if key not in memo:
-            memo[key] = float(statistic(*(s[idx.astype(int)] for s in samples)))
-        return memo[key]
+    def on_indices(idx: np.ndarray, key) -> float:
+        counts = tuple(np.bincount(idx.astype(int), minlength=n))
+        if counts not in memo:
+            v = statistic(*(s[idx.astype(int)] for s in samples))
+            memo[counts] = v if isinstance(v, dict) else {None: v}
+        return float(memo[counts][key])
 
-    def interval(level: float) -> tuple[float, float]:
+    def interval(key, level: float) -> tuple[float, float]:
         with np.errstate(invalid="ignore"):
-            res = bootstrap((np.arange(n),), on_indices, n_resamples=n_resamples, confidence_level=level,
-                            method="percentile", vectorized=False, random_state=np.random.default_rng(SEED))
+            res = bootstrap((np.arange(n),), lambda idx: on_indices(idx, key), n_resamples=n_resamples,
+                            confidence_level=level, method="percentile", vectorized=False,
+                            random_state=np.random.default_rng(SEED))
         return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
-    return Estimate(value, interval(0.68), interval(0.95), n)
+    out = {k: Estimate(float(v), interval(k, 0.68), interval(k, 0.95), n) for k, v in values.items()}
+    return out if isinstance(value, dict) else out[None]
 
 
 def seed_matrix(df, value: str = "loss", depths=None) -> tuple[np.ndarray, np.ndarray]:
