@@ -32,18 +32,72 @@ def seed_means(df: pd.DataFrame, value: str = "loss") -> pd.DataFrame:
     return out.reset_index().sort_values("depth", ignore_index=True)
 
 
-def fit_depths(df: pd.DataFrame, value: str = "loss", L0: float | None = None, weighted: bool = False) -> PowerLawFit:
-    """R_L = L0 + c L^-alpha fitted to the seed means (floor fitted jointly unless L0 is given);
-    a fit that fails returns NaNs with converged=False instead of stopping the notebook.
+def fit_curve(depths, means, L0: float | None = None, errors=None, floor_below_min: bool = True) -> PowerLawFit:
+    """The protocol's fit of one mean curve: R_L = L0 + c L^-alpha in log space, the floor fitted
+    jointly in [0, min_L R_L] unless L0 is given (a floor above a measured mean loss would say the
+    deepest models did better than the asymptote allows; `floor_below_min=False` lifts that bound,
+    for the sensitivity tables). A fit that fails returns NaNs with converged=False."""
+    means = np.asarray(means, float)
+    cap = float(means.min()) if floor_below_min and L0 is None else math.inf
+    return fit_power_law(np.asarray(depths, float), means, L0=L0, errors=errors, strict=False, floor_max=cap)
 
-    Unweighted by default, as every verdict in the notebooks is: with two seeds a standard error
-    has one degree of freedom, too noisy to weight by. `weighted=True` weights each depth by its
+
+def fit_depths(df: pd.DataFrame, value: str = "loss", L0: float | None = None, weighted: bool = False,
+               floor_below_min: bool = True) -> PowerLawFit:
+    """`fit_curve` of the seed means of a sweep.
+
+    Unweighted by default, as every verdict in the notebooks is: a standard error over five seeds
+    has four degrees of freedom, too noisy to weight by. `weighted=True` weights each depth by its
     seed standard error (when every depth has two or more seeds), as a sensitivity check."""
     m = seed_means(df, value)
     errors = None
     if weighted and (m["n"] > 1).all() and (m["sem"] > 0).all():
         errors = m["sem"].to_numpy(float)
-    return fit_power_law(m["depth"].to_numpy(float), m["mean"].to_numpy(float), L0=L0, errors=errors, strict=False)
+    return fit_curve(m["depth"], m["mean"], L0=L0, errors=errors, floor_below_min=floor_below_min)
+
+
+def curve_stats(depths, matrix: np.ndarray, **fit_options) -> dict:
+    """The numbers of one sweep that verdicts read, from its (seeds, depths) loss matrix: the fit
+    of the mean curve (alpha, L0, c) and R_1, R_deepest and their ratio `fall` = R_deepest / R_1."""
+    depths, mean = np.asarray(depths, float), np.asarray(matrix, float).mean(0)
+    f = fit_curve(depths, mean, **fit_options)
+    first = mean[depths == 1][0] if (depths == 1).any() else math.nan
+    return {"alpha": f.alpha, "L0": f.L0, "c": f.c, "R_1": first, "R_deepest": mean[-1], "fall": mean[-1] / first}
+
+
+def estimate_columns(name: str, e) -> dict:
+    """An Estimate as flat table columns: name, name_lo68, name_hi68, name_lo95, name_hi95."""
+    return {name: e.value, f"{name}_lo68": e.ci68[0], f"{name}_hi68": e.ci68[1],
+            f"{name}_lo95": e.ci95[0], f"{name}_hi95": e.ci95[1]}
+
+
+def estimate(row, name: str):
+    """The Estimate that `estimate_columns` flattened into a table row (a dict or a pandas row)."""
+    from .intervals import Estimate
+
+    return Estimate(float(row[name]), (float(row[f"{name}_lo68"]), float(row[f"{name}_hi68"])),
+                    (float(row[f"{name}_lo95"]), float(row[f"{name}_hi95"])), int(row["n_seeds"]))
+
+
+def estimate_table(df: pd.DataFrame, by: list[str], value: str = "loss", **fit_options) -> pd.DataFrame:
+    """Per group of `by`: `curve_stats` with 68 % and 95 % bootstrap intervals over seeds
+    (`icl.intervals`), the number of seeds, the point fit's standard errors and R², and the
+    ill-conditioning rule's verdict on it (`fit.ill_conditioned`, empty when sound)."""
+    from .intervals import over_seeds, seed_matrix
+
+    rows = []
+    for key, part in df.groupby(list(by), sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        depths, matrix = seed_matrix(part, value)
+        est = over_seeds(lambda m: curve_stats(depths, m, **fit_options), matrix)
+        fit = fit_curve(depths, matrix.mean(0), **fit_options)
+        row = {**dict(zip(by, key)), "n_seeds": len(matrix), "depths": len(depths), "deepest": int(depths[-1])}
+        for name, e in est.items():
+            row.update(estimate_columns(name, e))
+        row.update(alpha_se=fit.alpha_se, L0_se=fit.L0_se, r2=fit.r2, fit_problem=fit.problem or "",
+                   trained_to_plateau=bool(part.converged.all()) if "converged" in part else True)
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def read_losses(results_root: Path, notebook: str) -> pd.DataFrame | None:
