@@ -56,50 +56,6 @@ def fit_depths(df: pd.DataFrame, value: str = "loss", L0: float | None = None, w
     return fit_curve(m["depth"], m["mean"], L0=L0, errors=errors, floor_below_min=floor_below_min)
 
 
-def curve_stats(depths, matrix: np.ndarray, **fit_options) -> dict:
-    """The numbers of one sweep that verdicts read, from its (seeds, depths) loss matrix: the fit
-    of the mean curve (alpha, L0, c) and R_1, R_deepest and their ratio `fall` = R_deepest / R_1."""
-    depths, mean = np.asarray(depths, float), np.asarray(matrix, float).mean(0)
-    f = fit_curve(depths, mean, **fit_options)
-    first = mean[depths == 1][0] if (depths == 1).any() else math.nan
-    return {"alpha": f.alpha, "L0": f.L0, "c": f.c, "R_1": first, "R_deepest": mean[-1], "fall": mean[-1] / first}
-
-
-def estimate_columns(name: str, e) -> dict:
-    """An Estimate as flat table columns: name, name_lo68, name_hi68, name_lo95, name_hi95."""
-    return {name: e.value, f"{name}_lo68": e.ci68[0], f"{name}_hi68": e.ci68[1],
-            f"{name}_lo95": e.ci95[0], f"{name}_hi95": e.ci95[1]}
-
-
-def estimate(row, name: str):
-    """The Estimate that `estimate_columns` flattened into a table row (a dict or a pandas row)."""
-    from .intervals import Estimate
-
-    return Estimate(float(row[name]), (float(row[f"{name}_lo68"]), float(row[f"{name}_hi68"])),
-                    (float(row[f"{name}_lo95"]), float(row[f"{name}_hi95"])), int(row["n_seeds"]))
-
-
-def estimate_table(df: pd.DataFrame, by: list[str], value: str = "loss", **fit_options) -> pd.DataFrame:
-    """Per group of `by`: `curve_stats` with 68 % and 95 % bootstrap intervals over seeds
-    (`icl.intervals`), the number of seeds, the point fit's standard errors and R², and the
-    ill-conditioning rule's verdict on it (`fit.ill_conditioned`, empty when sound)."""
-    from .intervals import over_seeds, seed_matrix
-
-    rows = []
-    for key, part in df.groupby(list(by), sort=True):
-        key = key if isinstance(key, tuple) else (key,)
-        depths, matrix = seed_matrix(part, value)
-        est = over_seeds(lambda m: curve_stats(depths, m, **fit_options), matrix)
-        fit = fit_curve(depths, matrix.mean(0), **fit_options)
-        row = {**dict(zip(by, key)), "n_seeds": len(matrix), "depths": len(depths), "deepest": int(depths[-1])}
-        for name, e in est.items():
-            row.update(estimate_columns(name, e))
-        row.update(alpha_se=fit.alpha_se, L0_se=fit.L0_se, r2=fit.r2, fit_problem=fit.problem or "",
-                   trained_to_plateau=bool(part.converged.all()) if "converged" in part else True)
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
 def read_losses(results_root: Path, notebook: str) -> pd.DataFrame | None:
     """A notebook's losses.csv, or None when that notebook has not run at this profile yet."""
     path = Path(results_root) / notebook / "losses.csv"
@@ -160,13 +116,13 @@ def gap_table(df: pd.DataFrame, floors: pd.DataFrame, by: list[str]) -> pd.DataF
             row.update(gamma=math.nan, gamma_se=math.nan, r2=math.nan, depths=len(m), fit_converged=False,
                        note=str(err).split(";")[0])
         terms = part.groupby("depth")[["A_L", "C_L"]].mean()  # (depths, 2), every depth of the group
-        row.update(gap_positive=bool((L0 - m["mean"] > 0).all()), disagreement_slope=_deep_half_slope(terms),
+        row.update(gap_positive=bool((L0 - m["mean"] > 0).all()), disagreement_slope=deep_half_slope(terms),
                    C_deepest=float(terms.C_L.iloc[-1]), A_deepest=float(terms.A_L.iloc[-1]))
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _deep_half_slope(terms: pd.DataFrame) -> float:
+def deep_half_slope(terms: pd.DataFrame) -> float:
     """Log-log slope of A_L - C_L (seed means per depth) over the deeper half of the depths; NaN
     where that pure power law cannot be fitted."""
     gap = (terms.A_L - terms.C_L).iloc[len(terms) // 2:]
@@ -242,3 +198,4 @@ def spread_across_depths(table: pd.DataFrame, value: str = "u") -> float:
     varies with depth (depth 1 has no used layer and drops out)."""
     per_depth = table[table["used"]].groupby("depth")[value].mean()
     return float(np.ptp(per_depth.to_numpy())) if len(per_depth) else float("nan")
+

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from .intervals import Estimate
+from ..intervals import Estimate
 
 STATUSES = ("reproduced", "partly reproduced", "not reproduced", "inconclusive")
 DECIDED = STATUSES[:3]
@@ -159,7 +159,7 @@ def overall(statuses) -> Status:
 
 def _plain(v):
     """Measured values as JSON: an Estimate becomes {"value", "ci68", "ci95", "n_seeds"}."""
-    from .notebook import round_numbers
+    from ..notebook import round_numbers
 
     if isinstance(v, Estimate):
         return round_numbers(v.to_dict())

@@ -1,0 +1,110 @@
+"""Numbers with their uncertainty: the statistics of depth sweeps that verdicts read, each with
+bootstrap intervals over seeds (`icl.intervals`, SPEC §9).
+
+A sweep is the rows of a losses frame (`notebook.losses_frame`) of one (model, task, rank,
+spectrum): one row per (seed, depth). Its statistics are computed from its (seeds, depths) matrix
+of losses, so that a bootstrap can resample the seeds: the protocol fit of the mean curve
+(`tables.fit_curve`), the losses at depth 1 and at the deepest depth, the shared-error fit of
+Appendix B, and any paired statistic of several sweeps that share their seeds.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .fit import fit_shared_error_gap
+from .intervals import Estimate, over_seeds, seed_matrix
+from .tables import deep_half_slope, fit_curve
+
+
+def curve_stats(depths, matrix: np.ndarray, **fit_options) -> dict:
+    """The numbers of one sweep that verdicts read, from its (seeds, depths) loss matrix: the fit
+    of the mean curve (alpha, L0, c) and R_1, R_deepest and their ratio `fall` = R_deepest / R_1."""
+    depths, mean = np.asarray(depths, float), np.asarray(matrix, float).mean(0)
+    f = fit_curve(depths, mean, **fit_options)
+    first = mean[depths == 1][0] if (depths == 1).any() else math.nan
+    return {"alpha": f.alpha, "L0": f.L0, "c": f.c, "R_1": first, "R_deepest": mean[-1], "fall": mean[-1] / first}
+
+
+def estimate_columns(name: str, e) -> dict:
+    """An Estimate as flat table columns: name, name_lo68, name_hi68, name_lo95, name_hi95."""
+    return {name: e.value, f"{name}_lo68": e.ci68[0], f"{name}_hi68": e.ci68[1],
+            f"{name}_lo95": e.ci95[0], f"{name}_hi95": e.ci95[1]}
+
+
+def estimate(row, name: str):
+    """The Estimate that `estimate_columns` flattened into a table row (a dict or a pandas row)."""
+    return Estimate(float(row[name]), (float(row[f"{name}_lo68"]), float(row[f"{name}_hi68"])),
+                    (float(row[f"{name}_lo95"]), float(row[f"{name}_hi95"])), int(row["n_seeds"]))
+
+
+def estimate_table(df: pd.DataFrame, by: list[str], value: str = "loss", **fit_options) -> pd.DataFrame:
+    """Per group of `by`: `curve_stats` with 68 % and 95 % bootstrap intervals over seeds
+    (`icl.intervals`), the number of seeds, the point fit's standard errors and R², and the
+    ill-conditioning rule's verdict on it (`fit.ill_conditioned`, empty when sound)."""
+    rows = []
+    for key, part in df.groupby(list(by), sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        depths, matrix = seed_matrix(part, value)
+        est = over_seeds(lambda m: curve_stats(depths, m, **fit_options), matrix)
+        fit = fit_curve(depths, matrix.mean(0), **fit_options)
+        row = {**dict(zip(by, key)), "n_seeds": len(matrix), "depths": len(depths), "deepest": int(depths[-1])}
+        for name, e in est.items():
+            row.update(estimate_columns(name, e))
+        row.update(alpha_se=fit.alpha_se, L0_se=fit.L0_se, r2=fit.r2, fit_problem=fit.problem or "",
+                   trained_to_plateau=bool(part.converged.all()) if "converged" in part else True)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def paired(statistic, *parts: pd.DataFrame, value: str = "loss"):
+    """A statistic of several sweeps with its bootstrap intervals, the sweeps' seeds resampled
+    together (a seed's sweeps share its data stream): statistic((depths, matrix), ...) gets each
+    sweep's depths and (seeds, depths) matrix of `value`, over the seeds every sweep has."""
+    common = sorted(set.intersection(*(set(p.seed) for p in parts)))
+    if not common:
+        raise ValueError("the sweeps share no seed")
+    grids = [seed_matrix(p[p.seed.isin(common)], value) for p in parts]
+    depths = [g[0] for g in grids]
+    return over_seeds(lambda *ms: statistic(*zip(depths, ms)), *[g[1] for g in grids])
+
+
+def gap_stats(depths, loss: np.ndarray, shared: np.ndarray, individual: np.ndarray) -> dict:
+    """Appendix B's terms of one sweep from its (seeds, depths) matrices of R_L, C_L and A_L over
+    the depths L > 1 (C_L is undefined for one layer) and the loss matrix over all depths: the
+    floor L0 of the loss fit, whether L0 - C_L > 0 at every depth (1 or 0), its exponent gamma
+    (L0 - C_L ∝ L^-gamma; NaN where the gap is not positive everywhere), and the log-log slope of
+    the disagreement A_L - C_L over the deeper half of the depths (0 when it levels off)."""
+    loss_depths, term_depths = (np.asarray(d, float) for d in depths)
+    L0 = fit_curve(loss_depths, loss.mean(0)).L0
+    C, A = shared.mean(0), individual.mean(0)
+    positive = bool(np.all(L0 - C > 0))
+    gamma = (fit_shared_error_gap(term_depths, C, L0, strict=False).alpha if positive and len(C) > 2 else math.nan)
+    gap = pd.DataFrame({"A_L": A, "C_L": C}, index=term_depths)
+    return {"L0": L0, "gap_positive": float(positive), "gamma": gamma, "disagreement_slope": deep_half_slope(gap)}
+
+
+def gap_estimates(part: pd.DataFrame) -> dict[str, Estimate]:
+    """`gap_stats` of one sweep with bootstrap intervals over its seeds."""
+    loss_depths, R = seed_matrix(part, "loss")
+    deeper = part[part.depth > 1]
+    term_depths, C = seed_matrix(deeper, "C_L")
+    A = seed_matrix(deeper, "A_L", depths=term_depths)[1]
+    return over_seeds(lambda r, c, a: gap_stats((loss_depths, term_depths), r, c, a), R, C, A)
+
+
+def gap_table(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Table 5 with intervals: `gap_estimates` per group of `by` that has a decomposition."""
+    rows = []
+    for key, part in df.groupby(list(by), sort=True):
+        if part.C_L.isna().all():  # no per-layer predictors, or depth 1 only
+            continue
+        key = key if isinstance(key, tuple) else (key,)
+        row = {**dict(zip(by, key)), "n_seeds": part.seed.nunique()}
+        for name, e in gap_estimates(part).items():
+            row.update(estimate_columns(name, e))
+        terms = part.groupby("depth")[["A_L", "C_L"]].mean()
+        rows.append({**row, "A_deepest": float(terms.A_L.iloc[-1]), "C_deepest": float(terms.C_L.iloc[-1])})
+    return pd.DataFrame(rows)
