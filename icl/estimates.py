@@ -108,3 +108,47 @@ def gap_table(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         terms = part.groupby("depth")[["A_L", "C_L"]].mean()
         rows.append({**row, "A_deepest": float(terms.A_L.iloc[-1]), "C_deepest": float(terms.C_L.iloc[-1])})
     return pd.DataFrame(rows)
+
+
+def floor_ratio(part: pd.DataFrame, reference: pd.DataFrame) -> Estimate:
+    """The fitted floor L0 of a sweep over the plateau (lowest mean loss) of a reference sweep that
+    shares its seeds, e.g. the linear model on the same task."""
+    return paired(lambda s, r: fit_curve(s[0], s[1].mean(0)).L0 / r[1].mean(0).min(), part, reference)
+
+
+def settle_ratio(part: pd.DataFrame, depth: int = 2) -> Estimate:
+    """R_depth over the sweep's lowest mean loss: 1 when it has settled by `depth`."""
+    return paired(lambda s: s[1].mean(0)[list(s[0]).index(depth)] / s[1].mean(0).min(), part)
+
+
+def of_seed_means(frame: pd.DataFrame, statistic) -> Estimate:
+    """A statistic of per-seed numbers: `frame` has one row per seed and a column per number;
+    statistic gets {column: mean over the (resampled) seeds}."""
+    cols = list(frame.columns)
+    return over_seeds(lambda m: statistic(dict(zip(cols, m.mean(0)))), frame.to_numpy(float))
+
+
+def interval_text(e: Estimate, digits: int = 2) -> str:
+    """'1.23 [1.10, 1.41]': a value and its 95 % interval (the value alone with one seed)."""
+    value = f"{e.value:.{digits}f}"
+    return f"{value} [{e.ci95[0]:.{digits}f}, {e.ci95[1]:.{digits}f}]" if e.has_interval else value
+
+
+def deviation_gap(wide: list[pd.DataFrame], narrow: list[pd.DataFrame]) -> Estimate:
+    """Mean |alpha - 1| of the `wide` sweeps minus that of the `narrow` ones, over the seeds all of
+    them share (C10: the flatter aggregation deviates more from inverse depth)."""
+    n = len(wide)
+
+    def gap(*sweeps) -> float:
+        dev = [abs(fit_curve(d, m.mean(0)).alpha - 1) for d, m in sweeps]
+        return float(np.mean(dev[:n]) - np.mean(dev[n:]))
+
+    return paired(gap, *wide, *narrow)
+
+
+def selection_ratios(selection: pd.DataFrame, deep: int, shallow: int, percentiles=("p1", "p90", "p99")) -> dict:
+    """Token selection (C9) from `tables.selection_frame` of one rank: at each percentile, the deep
+    model's mean distance over the shallow one's, paired by seed."""
+    at = lambda L: selection[selection.depth == L]
+    ratio = lambda d, o: d[1].mean(0)[0] / o[1].mean(0)[0]
+    return {p: paired(ratio, at(deep), at(shallow), value=p) for p in percentiles}

@@ -81,6 +81,34 @@ def half_fall_steps(steps, norm) -> np.ndarray:
     return out
 
 
+def probe_table(runs: dict) -> "pd.DataFrame":
+    """Per seed, the two numbers C6b reads of every probed model: its `collapse_spread` and its
+    half-fall margin (weakest minus strongest mode's `half_fall_steps`; > 0: strongest first).
+    runs: {(model, depth, seed): result with mode-wise losses}; columns '<model> L=<depth> spread'
+    and '... margin', one row per seed."""
+    import pandas as pd
+
+    rows = {}
+    for (model, depth, seed), r in runs.items():
+        steps, norm = normalised_mode_curves(r)
+        half = half_fall_steps(steps, norm)
+        row = rows.setdefault(seed, {})
+        row[f"{model} L={depth} spread"] = collapse_spread(norm)
+        row[f"{model} L={depth} margin"] = float(half[-1] - half[0])
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("seed").sort_index()
+
+
+def collapse_ratio(means: dict) -> float:
+    """The larger softmax spread over the smaller linear one (C6b's collapse; below 1/2 = collapse)."""
+    of = lambda model: [v for k, v in means.items() if k.startswith(model) and k.endswith("spread")]
+    return max(of("softmax")) / min(of("linear"))
+
+
+def strong_first_margin(means: dict) -> float:
+    """The smaller half-fall margin of the linear models (> 0: both learn their strongest mode first)."""
+    return min(v for k, v in means.items() if k.startswith("linear") and k.endswith("margin"))
+
+
 # ---------------------------------------------------------------- trained models, mode by mode
 # (notebook 01: claim C6's linear half and the A.1 polynomial of a trained model, read per mode)
 

@@ -199,3 +199,27 @@ def spread_across_depths(table: pd.DataFrame, value: str = "u") -> float:
     per_depth = table[table["used"]].groupby("depth")[value].mean()
     return float(np.ptp(per_depth.to_numpy())) if len(per_depth) else float("nan")
 
+
+
+def largest_rise(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Per sweep (group of `by`), the largest excess of a deeper seed-mean loss over a shallower one
+    (0 when the mean loss never rises with depth): a rise points at training, not at depth."""
+    def rise(part: pd.DataFrame) -> float:
+        m = part.groupby("depth").loss.mean().to_numpy()
+        return float(max([0.0] + [m[j] - m[i] for i in range(len(m)) for j in range(i + 1, len(m))]))
+
+    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))), "largest rise with depth": rise(part)}
+            for key, part in df.groupby(list(by), sort=True)]
+    return pd.DataFrame(rows)
+
+
+def selection_frame(results: list[dict], percentiles=(1, 10, 50, 90, 99)) -> pd.DataFrame:
+    """Token-selection distances (M5) of softmax runs at a few percentiles: one row per run, with
+    key_dim, depth and seed."""
+    rows = []
+    for r in results:
+        sel, c = r["token_selection"], r["config"]
+        at = dict(zip(sel["percentile"], sel["distance"]))
+        rows.append({"key_dim": c["key_dim"] or c["dim"], "depth": c["depth"], "seed": c["seed"],
+                     **{f"p{p}": at[p] for p in percentiles}})
+    return pd.DataFrame(rows)

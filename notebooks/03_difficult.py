@@ -29,16 +29,16 @@
 # labels (softmax); and the linear model with context updates (L steps of in-context gradient
 # descent) with full-rank preconditioners Γ_l = Q_lᵀK_l, as in its theory (A.1). Inputs lie on
 # the sphere of radius √d (our choice, see notebook 02). Every depth of a sweep trains in one
-# batched pass on the same data stream; the run cache makes re-runs free. Steps, learning rate,
-# initialisation follow the measurements of `docs/training_protocol.md`.
+# batched pass on the same data stream; the run cache makes re-runs free. Steps, learning rate and
+# initialisation follow `docs/training_protocol.md`.
 #
 # **The rank axis.** The paper's summary does not give the rank d_k = `key_dim` of the query/key
-# matrices, and it decides the answer (notebook 06 maps it). So every softmax sweep here runs at
+# matrices, and it decides the answer (notebooks 06 and 07). So every softmax sweep here runs at
 # each `key_dim` in `key_dims` (4, 8 and 12 are rank-limited at d = 16; 16 is full rank), and
 # C4, C5, C9 and C10 are judged at every rank. Each sweep is drawn with the reference predictors of
 # `icl.bounds`: the softmax bound (the best isotropic softmax of the cosine, which one full-rank
-# layer can represent), the mixture bound (the best ensemble of such layers) and the curve of an
-# untrained ensemble of random-subspace layers of the same rank.
+# layer can represent), the mixture bound (the best ensemble of such layers), and the untrained
+# ensembles of random and of complementary subspaces of the same rank (`icl.baselines`).
 #
 # Claims judged here: C3 (linear plateau), C4 (softmax ≈ 1/L), C5 (ensemble decomposition),
 # C6b (mode-wise learning, softmax half of C6), C9 (token selection), C10 (other spectra, top-16).
@@ -48,9 +48,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import bounds, claims, modes
+from icl import bounds, estimates, modes
 from icl import notebook as nb
 from icl import plots, tables, theory
+from icl.claims import difficult as rules
+from icl.claims import claim, claim_by_regime, show_claims
 from icl.sweep import runs_of
 
 plots.style()
@@ -69,22 +71,23 @@ steps = 2000
 batch_size = 256
 learning_rate = 0.003
 init_scale = 1.0
-eval_contexts = 2048
+eval_contexts = 16384  # the evaluation set every loss and bound is scored on (docs/training_protocol.md, §8)
+curve_contexts = 2048  # its first contexts measure the loss along training
 top_k = 2  # the main task: mean label of the top-2 tokens
-depths = [1, 2, 4, 8, 16, 32, 64]  # softmax depths of the main sweep
-seeds = [0]  # seeds of every spectrum of the main sweep
-first_spectrum_seeds = [0, 1]  # the first spectrum gets these seeds instead (error bars over seeds)
+depths = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]  # softmax depths of the main sweep
+seeds = [0, 1, 2, 3, 4]  # seeds of every main sweep (softmax and linear)
 spectra = [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]  # [input_exponent, task_exponent]; the first one is
 # also used for the rank comparison and the token-selection percentiles
 linear_depths = [1, 2, 3, 4, 6, 8]
 linear_learning_rate = 0.003
 linear_key_dim = 0  # rank of the linear model's Q, K; 0 means full rank, the preconditioners of A.1
 mode_spectrum = [1.0, 0.0]  # spectrum of the mode-wise curves (C6b, at the first key_dim); the first spectrum if not in `spectra`
-mode_eval_points = 200  # evaluations along training for that spectrum (modes are learned early)
-joint_spectra = [[1.0, 1.0], [1.5, 0.5]]  # both exponents nonzero (C10), one seed
+mode_eval_points = 100  # evaluations along training for that spectrum (modes are learned early)
+joint_spectra = [[1.0, 1.0], [1.5, 0.5]]  # both exponents nonzero (C10)
 wide_top_k = 16  # the flatter aggregation task of C10
 wide_spectra = [[0.0, 0.0], [1.0, 1.0]]
 extra_depths = [1, 2, 4, 8, 16, 32]  # depths of the joint-spectrum and wide-top-k sweeps
+extra_seeds = [0, 1, 2]  # their seeds (fewer than the main sweeps': the budget goes to the headline claims)
 mc_contexts = 20000  # contexts of the Monte Carlo linear floor (A.3)
 input_exponent = None  # set both (papermill -p) to run one custom spectrum instead of `spectra`
 task_exponent = None
@@ -99,59 +102,60 @@ key_dims, primary = s["key_dims"], s["key_dims"][0]  # C6b and the mode-wise pro
 # %% [markdown]
 # ## Verdict criteria (written before the runs)
 #
-# Loss means the relative loss R_L = E[(ŷ − y*)²] / E[y*²] on held-out contexts; fits are
-# R_L = L0 + c·L^(−α) with the floor fitted jointly, in log space, on the mean over seeds (§D.1).
+# Loss means the relative loss R_L = E[(ŷ − y*)²] / E[y*²] on the held-out contexts. **The fit**
+# (§D.1) is R_L = L0 + c·L^(−α) by least squares on log R_L, on the mean over seeds of every depth,
+# unweighted, with the floor fitted jointly and held to 0 ≤ L0 ≤ min_L R_L. Why this one: the floor
+# is the loss depth tends to, so a floor above a measured mean loss contradicts the model it fits
+# (it happened in 5 of 9 rank-limited cells when the floor was free); every depth stays in, as in
+# the paper, because leaving out L = 1 discards the point that sets the fall; and with five seeds a
+# standard error has four degrees of freedom, too noisy to weight by. Notebook 05 shows the other
+# choices beside this one.
 #
-# - **C4 (softmax, top-2)** — for every spectrum: (a) the loss falls with depth (R at the deepest
-#   depth below 0.9·R_1); (b) |α − 1| ≤ 0.25; (c) the floor L0 is below 0.7 × the linear plateau.
-#   Reproduced: all three for every spectrum; partly: (a) everywhere but (b) or (c) fails
-#   somewhere; not reproduced: (a) fails.
-# - **C3 (linear, top-2)** — for every spectrum: (a) the plateau is reached by depth 2 (R_2 within
-#   5 % of the best linear loss); (b) the best linear loss is within 10 % of the Monte Carlo
-#   irreducible loss of A.3, built from the context's own covariance S (best predictor ∝ S x_q).
-#   Reproduced: both; partly: one. *Revised after the first quick-profile numbers:* (b) first named
-#   the population covariance Σ_c. The model never sees Σ_c, only its context, so a floor built
-#   from Σ_c is not a floor for it (it ended 11–13 % below it); the section on C3 gives the reason.
-#   Both floors are shown.
-# - **C5 (decomposition)** — (a) R = C + (A − C)/L holds to 1e-6 for every softmax model; (b) for every
-#   top-2 spectrum, L0 − C_L > 0 at every depth and its fitted exponent γ satisfies |γ − 1| ≤ 0.25;
-#   (c) the disagreement A_L − C_L approaches a constant: its log-log slope over the deeper half of
-#   the depths is within ±0.25, so (A_L − C_L)/L carries the ~1/L gain. Reproduced: all; partly: (a)
-#   and one of (b), (c).
+# **How sure a number is.** Every number a check reads comes with its 95 % interval from a
+# bootstrap over seeds (`icl.intervals`; the sweeps of one seed share their data stream and are
+# resampled together). A check *holds* when the whole interval lies on its side of the threshold,
+# *fails* when the whole interval lies on the other side, and is *inconclusive* otherwise. A claim
+# whose status inconclusive checks leave open is *inconclusive*, with the range it lies in.
+#
+# - **C4 (softmax, top-2)** — for every spectrum: (a) the loss falls with depth, R_deepest / R_1
+#   < 0.9; (b) |α − 1| ≤ 0.25; (c) the floor L0 is below 0.7 × the linear plateau (the linear
+#   model's lowest mean loss on that spectrum, paired by seed). Reproduced: all three; not
+#   reproduced: (a) fails; partly otherwise.
+# - **C3 (linear, top-2)** — for every spectrum: (a) settled by depth 2: R_2 within 5 % of the
+#   lowest linear loss; (b) the lowest linear loss within 10 % of the Monte Carlo irreducible loss
+#   of A.3 built from the context's own covariance S. Reproduced: both; partly: one. *(Revised
+#   after the first quick-profile numbers of an earlier version: (b) first named the population
+#   covariance Σ_c, which the model never sees; both floors are shown.)*
+# - **C5 (decomposition)** — (a) R = C + (A − C)/L holds to 1e-6 for every softmax model (an
+#   identity of arithmetic: no interval); (b) for every top-2 spectrum, L0 − C_L > 0 at every depth
+#   and its fitted exponent γ satisfies |γ − 1| ≤ 0.25; (c) the log-log slope of the disagreement
+#   A_L − C_L over the deeper half of the depths is within ±0.25. Reproduced: all; not reproduced:
+#   (a) fails or (a) alone holds; partly otherwise.
 # - **C6b (mode-wise learning)** — spread = the standard deviation across modes of
-#   log10(loss_k(t)/loss_k(0)), averaged over the checkpoints after t = 0 (0 means the normalised
-#   curves coincide). Reproduced: the softmax spread (depth 1 and the deepest) is below 0.5 × the
-#   linear spread (depth 1 and the deepest linear model) and the linear model's strongest mode
-#   reaches half of its total fall (linear scale) earlier in training than its weakest; partly:
-#   only one of the two.
+#   log10(loss_k(t)/loss_k(0)), averaged over the checkpoints after t = 0. (a) The larger softmax
+#   spread (depth 1 and the deepest) is below 0.5 × the smaller linear one (depth 1 and the deepest);
+#   (b) the linear models' strongest mode reaches half its fall earlier than their weakest.
+#   Reproduced: both; partly: one.
 # - **C9 (token selection)** — per context, the total-variation distance between the layer-averaged
-#   attention and the target weights. Reproduced: the deepest model's 90th and 99th percentiles
-#   are at most 0.9 × depth 1's, and depth 1 is lower at the 1st percentile; partly: only the
-#   upper-tail cut.
+#   attention and the target weights; percentiles across contexts, mean over seeds. (a) The deepest
+#   model's 90th and 99th percentiles are below 0.9 × depth 1's; (b) depth 1 is lower at the 1st
+#   percentile. Reproduced: both; not reproduced: (a) fails; partly otherwise.
 # - **C10 (other spectra, top-16)** — (a) every jointly nonzero top-2 spectrum and every top-16
-#   spectrum loses at least 10 % from depth 1 to the deepest; (b) every jointly nonzero top-2 fit
-#   has |α − 1| ≤ 0.25; (c) the mean |α − 1| of the top-16 fits exceeds that of all top-2 fits.
-#   Reproduced: all; partly: (a) and one of (b), (c); not reproduced: (a) fails.
+#   spectrum ends below 0.9 × its one-layer loss; (b) every jointly nonzero top-2 fit has
+#   |α − 1| ≤ 0.25; (c) the mean |α − 1| of the top-16 fits exceeds that of all top-2 fits.
+#   Reproduced: all; not reproduced: (a) fails or (a) alone holds; partly otherwise.
 #
 # **Along the rank axis.** C4, C5, C9 and C10 are judged with these rules separately at every
-# `key_dim`, each on the sweeps of that rank (C3 concerns the linear model; C6b uses the first
-# rank). A claim's overall status is *reproduced* when it is reproduced at every rank, *not
-# reproduced* when it is not reproduced at any rank, and *partly reproduced* otherwise; its row in
-# the report names the ranks where it holds.
-
-# %%
-ALPHA_TOL, FLOOR_RATIO, DEPTH_FALL = 0.25, 0.7, 0.9
-LINEAR_SETTLE, MC_TOL = 0.05, 0.10
-IDENTITY_TOL, GAMMA_TOL, DISAGREE_SLOPE = 1e-6, 0.25, 0.25
-COLLAPSE_RATIO, TAIL_CUT = 0.5, 0.9
-
+# `key_dim` (C3 concerns the linear model; C6b uses the first rank). A claim's overall status is
+# *reproduced* when it is reproduced at every rank, *not reproduced* when it is not reproduced at
+# any rank, and *partly reproduced* otherwise (inconclusive where the ranks' ranges leave it open).
+# The thresholds live in `icl.claims.difficult`.
 
 # %% [markdown]
 # ## The runs
-# The main softmax sweep at every rank (every spectrum, depths up to the deepest; the first
-# spectrum with more seeds), the linear model on the same spectra, and the two smaller sweeps of C10
-# (one seed) at every rank. Mode-wise losses are recorded along training for `mode_spectrum`
-# (linear model, and softmax at the first rank), at finer intervals (`mode_eval_points`).
+# The main softmax sweep at every rank and spectrum, the linear model on the same spectra (same
+# seeds), and the two smaller sweeps of C10 at every rank. Mode-wise losses are recorded along
+# training for `mode_spectrum` (linear model, and softmax at the first rank).
 
 # %%
 base = dict(task="difficult", top_k=s["top_k"])
@@ -159,12 +163,11 @@ probed = lambda c: [c.input_exponent, c.task_exponent] == mode_spectrum and c.ke
 track = lambda cfgs: [c.replace(track_modes=True, eval_points=s["mode_eval_points"]) if probed(c) else c for c in cfgs]
 ranked = lambda depths, seeds, spectra, **kw: [c for k in key_dims for c in s.grid(depths, seeds, spectra, model="softmax",
                                                                                     key_dim=k, **{**base, **kw})]
-main = s.run(track(ranked(s["depths"], s["first_spectrum_seeds"], [first])
-                   + ranked(s["depths"], s["seeds"], s["spectra"][1:])))
-linear = s.run(track(s.grid(s["linear_depths"], s["seeds"][:1], s["spectra"], model="linear",
+main = s.run(track(ranked(s["depths"], s["seeds"], s["spectra"])))
+linear = s.run(track(s.grid(s["linear_depths"], s["seeds"], s["spectra"], model="linear",
                             learning_rate=s["linear_learning_rate"], key_dim=s["linear_key_dim"], **base)))
-joint = s.run(ranked(s["extra_depths"], s["seeds"][:1], s["joint_spectra"]))
-wide = s.run(ranked(s["extra_depths"], s["seeds"][:1], s["wide_spectra"], top_k=s["wide_top_k"]))
+joint = s.run(ranked(s["extra_depths"], s["extra_seeds"], s["joint_spectra"]))
+wide = s.run(ranked(s["extra_depths"], s["extra_seeds"], s["wide_spectra"], top_k=s["wide_top_k"]))
 frames = {name: nb.losses_frame(rs) for name, rs in dict(main=main, linear=linear, joint=joint, wide=wide).items()}
 df = pd.concat([f.assign(sweep=name) for name, f in frames.items()], ignore_index=True)
 nb.save_table(s, df, "losses")
@@ -174,8 +177,8 @@ df.pivot_table(index=["sweep", "model", "top_k", "key_dim", "input_exponent", "t
 # %% [markdown]
 # ## The bounds of every softmax sweep
 # For every task (top-k and spectrum) and rank: the softmax bound and its β, the mixture bound, the
-# linear reference (the best isotropic linear-attention predictor) and the random-subspace curve
-# at the sweep's depths (`icl.bounds`; no training).
+# linear reference (the best isotropic linear-attention predictor) and the untrained subspace
+# ensembles at the sweep's depths (`icl.bounds`; no training), scored on the same evaluation set.
 
 # %%
 tasks_run = [(s["top_k"], p) for p in s["spectra"] + s["joint_spectra"]] + [(s["wide_top_k"], p) for p in s["wide_spectra"]]
@@ -196,25 +199,28 @@ bound_table.round(4)
 # %%
 label = lambda spec, extra="": plots.spectrum_label(*spec) + extra
 panels = lambda groups, name: nb.save_figure(s, plots.curve_panels(groups), name)
-curves = {"softmax": panels({label(p, f", key_dim {k}"): runs_of(main, p, key_dim=k) for p in s["spectra"] for k in key_dims},
-                            "curves_softmax"),
-          "linear": panels({label(p, ", linear"): runs_of(linear, p) for p in s["spectra"]}, "curves_linear")}
+seed0 = s["seeds"][0]
+curves = {"softmax": panels({label(p, f", key_dim {k}"): runs_of(main, p, key_dim=k, seed=seed0) for p in s["spectra"]
+                             for k in key_dims}, "curves_softmax"),
+          "linear": panels({label(p, ", linear"): runs_of(linear, p, seed=seed0) for p in s["spectra"]}, "curves_linear")}
 
 # %%
-curves["extra"] = panels({**{label(p, f", key_dim {k}"): runs_of(joint, p, key_dim=k) for p in s["joint_spectra"] for k in key_dims},
-                          **{label(p, f", top-{s['wide_top_k']}, key_dim {k}"): runs_of(wide, p, key_dim=k)
+curves["extra"] = panels({**{label(p, f", key_dim {k}"): runs_of(joint, p, key_dim=k, seed=seed0) for p in s["joint_spectra"]
+                             for k in key_dims},
+                          **{label(p, f", top-{s['wide_top_k']}, key_dim {k}"): runs_of(wide, p, key_dim=k, seed=seed0)
                              for p in s["wide_spectra"] for k in key_dims}}, "curves_extra")
 not_converged = df[~df.converged][["sweep", "model", "key_dim", "input_exponent", "task_exponent", "depth", "seed", "plateau"]]
+print(f"{len(not_converged)} of {len(df)} runs had not reached their plateau")
 not_converged
 
 # %% [markdown]
 # A deeper model that ends above a shallower one would point at its training, not at depth
-# (docs/training_protocol.md). The largest such excess in each sweep (0 when the loss never rises with depth):
+# (docs/training_protocol.md). The largest such excess of the seed means in each sweep (0 when the
+# mean loss never rises with depth):
 
 # %%
-rise = lambda g: max([0.0] + [g.loss.iloc[j] - g.loss.iloc[i] for i in range(len(g)) for j in range(i + 1, len(g))])
-inversions = (df.sort_values("depth").groupby(["sweep", "model", "top_k", "key_dim", "input_exponent", "task_exponent", "seed"])
-              [["loss"]].apply(rise).rename("largest rise with depth").reset_index())
+SWEEP = ["sweep", "model", "top_k", "key_dim", "input_exponent", "task_exponent"]
+inversions = tables.largest_rise(df, SWEEP)
 inversions.round(4)
 
 # %% [markdown]
@@ -223,7 +229,10 @@ inversions.round(4)
 # Appendix A.3's argument: the part of the target it can predict is proportional to Σ_c x_q, so the
 # rest is an irreducible loss that a Monte Carlo over contexts computes from the spectra alone
 # (`theory.linear_floor_mc`, on the very sampler the models train on). The second estimate uses the
-# context's empirical covariance S instead of Σ_c.
+# context's empirical covariance S instead of Σ_c: a linear-attention layer computes
+# x_qᵀ Γ_l (1/P) Σ_μ x_μ h_μ from the context alone and never sees Σ_c, so the best it can do in one
+# layer is a predictor proportional to S x_q. Deeper linear models build polynomials of S and can
+# go slightly below it, so C3 asks for agreement within 10 %, not for a bound.
 
 # %%
 floors = []
@@ -231,15 +240,19 @@ for a, b in s["spectra"]:
     cfg = s.config(task="difficult", model="linear", input_exponent=a, task_exponent=b, key_dim=s["linear_key_dim"])
     pop = theory.linear_floor_mc(cfg, n_contexts=s["mc_contexts"])
     emp = theory.linear_floor_mc(cfg, n_contexts=s["mc_contexts"], covariance="empirical")
-    lin = frames["linear"].query("input_exponent == @a and task_exponent == @b").groupby("depth").loss.mean()
-    floors.append({"input_exponent": a, "task_exponent": b, "linear_R_1": lin.iloc[0], "linear_R_2": lin.loc[2]
-                   if 2 in lin.index else np.nan, "linear_best": lin.min(), "mc_floor": pop["loss"],
-                   "mc_floor_se": pop["se"], "mc_floor_empirical": emp["loss"]})
+    part = frames["linear"].query("input_exponent == @a and task_exponent == @b")
+    best = estimates.paired(lambda sw: sw[1].mean(0).min(), part)
+    floors.append({"input_exponent": a, "task_exponent": b, "n_seeds": best.n_seeds, "mc_floor": pop["loss"],
+                   "mc_floor_se": pop["se"], "mc_floor_empirical": emp["loss"],
+                   **estimates.estimate_columns("linear_best", best),
+                   **estimates.estimate_columns("settle_ratio", estimates.settle_ratio(part, 2)),
+                   **estimates.estimate_columns("floor_match", estimates.paired(
+                       lambda sw: sw[1].mean(0).min() / emp["loss"], part)),
+                   "relative_gap_population": best.value / pop["loss"] - 1})
 table3 = pd.DataFrame(floors)
-table3["relative_gap"] = (table3.linear_best - table3.mc_floor_empirical) / table3.mc_floor_empirical
-table3["relative_gap_population"] = (table3.linear_best - table3.mc_floor) / table3.mc_floor
 nb.save_table(s, table3, "table3_linear_floor")
-table3.round(4)
+table3[["input_exponent", "task_exponent", "linear_best", "linear_best_lo95", "linear_best_hi95", "settle_ratio",
+        "mc_floor_empirical", "floor_match", "mc_floor", "relative_gap_population"]].round(4)
 
 # %%
 fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -253,35 +266,22 @@ ax.legend(fontsize=7)
 linear_png = nb.save_figure(s, fig, "linear_vs_depth")
 
 # %% [markdown]
-# **What the quick profile shows.** The full-rank linear model reaches its plateau by the second
-# layer. That plateau lies 11–13 % *below* the Monte Carlo floor built on the population covariance
-# Σ_c. It agrees much better with the version built on the context's own covariance S: one layer
-# gives 0.514 against 0.516 on the isotropic spectrum, and deeper models go a few per cent lower.
-# The reason is the target. S x_q = (1/P) Σ_μ x_μ (x_μ · x_q) already weights every context token,
-# the top-k tokens included, by its similarity to the query, while Σ_c x_q knows nothing about the
-# sampled tokens, and powers of S sharpen that weighting a little further. A.3's argument (a floor
-# set by the best predictor of the form matrix × x_q) holds here with S in place of Σ_c.
-#
-# **Which floor A.3 means for this model.** A linear-attention layer computes
-# x_qᵀ Γ_l (1/P) Σ_μ x_μ h_μ from the context alone; it never sees Σ_c. The best it can do in one
-# layer is therefore a predictor proportional to S x_q with the context's own S, and the Σ_c-based
-# number is the floor of a model that knows the population covariance, which this one does not.
-# That is why criterion (b) was revised, after the first numbers, to the S-based floor. Deeper
-# linear models build polynomials of S and can go slightly below it, so (b) asks for agreement
-# within 10 %, not for a bound.
-
-# %% [markdown]
 # ## C4: softmax loss against depth at every rank (Table 1 in our numbers)
 # Rows: spectra; columns: ranks. Points: mean over seeds with their standard error; solid line: the
-# joint-floor fit; grey: the softmax bound (solid) and the mixture bound (dotted); dashed: the
-# random-subspace ensemble of the same rank; dash-dot: the linear plateau of the spectrum.
+# protocol fit; grey: the softmax bound (solid) and the mixture bound (dotted); dashed and
+# dash-dotted: the untrained random and complementary subspace ensembles of the same rank
+# (best temperature per depth); dash-dot black: the linear plateau of the spectrum.
 
 # %%
 RANKED = ["key_dim", *tables.SPECTRUM]
 with_bounds = lambda t, k: t.merge(bound_table[bound_table.top_k == k][RANKED + ["single_bound", "mixture_bound"]], on=RANKED)
-table1 = with_bounds(tables.fit_table(frames["main"], RANKED), s["top_k"]).merge(
-    table3[[*tables.SPECTRUM, "linear_best"]], on=tables.SPECTRUM)
-table1["floor_ratio"] = table1.L0 / table1.linear_best
+table1 = with_bounds(estimates.estimate_table(frames["main"], RANKED), s["top_k"])
+lin_part = lambda a, b: frames["linear"].query("input_exponent == @a and task_exponent == @b")
+for i, r in table1.iterrows():
+    part = frames["main"].query("key_dim == @r.key_dim and input_exponent == @r.input_exponent and task_exponent == @r.task_exponent")
+    ratio = estimates.floor_ratio(part, lin_part(r.input_exponent, r.task_exponent))
+    for col, v in estimates.estimate_columns("floor_ratio", ratio).items():
+        table1.loc[i, col] = v
 table1["deepest_over_bound"] = table1.R_deepest / table1.single_bound
 nb.save_table(s, table1, "table1_softmax_fits")
 
@@ -300,28 +300,28 @@ def sweep_grid(frame, specs, top_k, name, plateau=None):
 
 plateaus = {(a, b): v for a, b, v in zip(table3.input_exponent, table3.task_exponent, table3.linear_best)}
 softmax_png = sweep_grid(frames["main"], s["spectra"], s["top_k"], "softmax_vs_depth", plateaus)
-table1.round(4)
-
+table1[RANKED + ["n_seeds", "alpha", "alpha_lo95", "alpha_hi95", "L0", "L0_lo95", "L0_hi95", "fall", "floor_ratio",
+                 "deepest_over_bound", "fit_problem"]].round(3)
 
 # %% [markdown]
-# **What the quick profile shows.** Every rank-limited sweep falls with depth onto a floor that the
-# rank sets. At key_dim 4, 8 and 12 the deepest model ends at 2.1–2.3, 1.5–1.6 and 1.1–1.15 × the
-# softmax bound of its spectrum, and the fitted floors L0 are 0.75–0.84, 0.58–0.62 and 0.42 × the
-# linear plateau. The exponents are 0.70–1.05 at key_dim 4 and 1.26–1.55 at key_dim 8 and 12: the
-# higher ranks fall faster than 1/L and bend onto their floor by L ≈ 8–16. At full rank every
-# spectrum is flat on its softmax bound from the first layer on (0.195, 0.188 and 0.128 against
-# bounds of 0.194, 0.184 and 0.128). So the paper's picture, a loss falling like 1/L to a floor far
-# below linear attention, appears only with rank-limited layers, and their floor is the loss that
-# one full-rank layer already reaches. Every run met the plateau criterion.
+# What to look for: whether the rank-limited sweeps fall with depth and onto which floor, how that
+# floor compares with the softmax bound and the linear plateau, and whether the full-rank sweeps
+# move with depth at all. The exponents with their intervals, per rank:
+
+# %%
+for (k, a, b), r in table1.set_index(RANKED).iterrows():
+    print(f"key_dim {k}, {label((a, b))}: alpha {estimates.interval_text(estimates.estimate(r, 'alpha'))}, "
+          f"R_1 {r.R_1:.3f} -> R_{r.deepest} {r.R_deepest:.3f} ({r.deepest_over_bound:.2f} x the softmax bound)"
+          + (f"; fit {r.fit_problem}" if r.fit_problem else ""))
+
 # %% [markdown]
 # ## The rank axis on the first spectrum
 # Loss over the softmax bound (1 = the best single isotropic softmax layer) at every rank, with the
-# random-subspace curves (dashed), and the decomposition terms A_L (individual error) and C_L
-# (shared error) that notebook 06 explains.
+# random-subspace ensembles (dashed), and the decomposition terms A_L (individual error) and C_L
+# (shared error) that notebook 07 explains.
 
 # %%
 key_frame = frames["main"].query("input_exponent == @first[0] and task_exponent == @first[1]")
-table_key = table1.query("input_exponent == @first[0] and task_exponent == @first[1]")
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
 for i, (k, part) in enumerate(key_frame.groupby("key_dim")):
     plots.relative_to_bound(axes[0], part, bnds[(s["top_k"], tuple(first), k)], plots.COLORS[i], f"key_dim {k}")
@@ -332,14 +332,7 @@ axes[1].set(xscale="log", yscale="log", xlabel="depth L", ylabel="decomposition 
 for ax in axes:
     ax.legend(fontsize=7)
 key_png = nb.save_figure(s, fig, "key_dim_comparison")
-table_key[["key_dim", "R_1", "R_deepest", "alpha", "alpha_se", "L0", "single_bound", "mixture_bound"]].round(4)
 
-
-# %% [markdown]
-# **What the quick profile shows.** On the bound's scale the ranks line up: full rank stays at 1.00,
-# and every rank-limited curve comes down towards 1, the higher ranks faster. The untrained
-# random-subspace ensembles (dashed) start where the trained one-layer models start and end near
-# them, but trained layers fall faster at intermediate depths. Notebook 06 maps this over P and d.
 # %% [markdown]
 # ## C5: the ensemble decomposition at every rank (Appendix B, Table 5)
 # With per-layer predictors g_l (their mean is the prediction) and errors e_l = g_l − y*:
@@ -349,12 +342,12 @@ table_key[["key_dim", "R_1", "R_deepest", "alpha", "alpha_se", "L0", "single_bou
 
 # %%
 top2 = pd.concat([frames["main"], frames["joint"]])
-floors_l0 = tables.fit_table(top2, RANKED)
 identity = {k: max(r["decomposition"]["identity_error"] for r in main + joint + wide if r["config"]["key_dim"] == k)
             for k in key_dims}
-table5 = tables.gap_table(top2, floors_l0, RANKED)
+table5 = estimates.gap_table(top2, RANKED)
 nb.save_table(s, table5, "table5_shared_error")
-table5.round(4)
+table5[RANKED + ["n_seeds", "L0", "gap_positive", "gamma", "gamma_lo95", "gamma_hi95", "disagreement_slope",
+                 "disagreement_slope_lo95", "disagreement_slope_hi95"]].round(3)
 
 # %%
 specs = [tuple(p) for p in s["spectra"]] + [tuple(p) for p in s["joint_spectra"]]
@@ -366,7 +359,7 @@ for (i, k), (j, (a, b)) in ((ik, jp) for ik in enumerate(key_dims) for jp in enu
     ax.plot(m.index, m.A_L, "s--", ms=3, label="A_L (individual)")
     ax.plot(m.index, m.C_L, "^:", ms=3, label="C_L (shared)")
     ax.plot(m.index, m.loss, "o-", ms=3, label="R_L (loss)")
-    ax.axhline(floors_l0.set_index(RANKED).loc[(k, a, b), "L0"], color="grey", lw=1, ls="-.", label="fitted floor L0")
+    ax.axhline(table5.set_index(RANKED).loc[(k, a, b), "L0"], color="grey", lw=1, ls="-.", label="fitted floor L0")
     ax.axhline(bnds[(s["top_k"], (a, b), k)]["single"], color="0.35", lw=1, label="softmax bound")
     ax.axhline(0, color="k", lw=0.5)
     ax.set(xscale="log", title=label((a, b), f", key_dim {k}"))
@@ -375,196 +368,145 @@ axes[0, 0].set_ylabel("relative error (C_L can be negative)")
 axes[0, 0].legend(fontsize=6)
 decomp_png = nb.save_figure(s, fig, "decomposition")
 
-
-# %% [markdown]
-# **What the quick profile shows.** The identity holds to float64 rounding at every rank. At
-# key_dim 12 the decomposition behaves as the paper describes: the shared error approaches the
-# fitted floor as a power law with γ = 0.81–0.98, and the disagreement A_L − C_L levels off
-# (log-slopes 0.02–0.07). At key_dim 8, γ = 0.72–0.89, two spectra just outside the tolerance; at
-# key_dim 4 the shared error dips below the floor at small depths for two spectra (no power law
-# to fit) and γ = 0.24–0.43 elsewhere. At full rank there is no gain to explain: the fitted floor
-# is the flat loss itself, and A_L keeps growing with depth (slopes 0.05–0.28), so averaging more
-# layers only keeps the mean where one layer already is.
 # %% [markdown]
 # ## C6b: mode-wise learning, softmax against linear (paper Fig. 7)
 # Probing with teachers along single eigen-directions of the context (w = O_c e_k) gives a loss
 # per mode; dividing by its value at initialisation puts all modes on one scale. If strong and weak
 # modes are learned at the same rate the normalised curves lie on top of each other. Colour: mode
-# index k (dark = largest input and task variance). Softmax at the first rank of `key_dims`.
+# index k (dark = largest input and task variance). Softmax at the first rank of `key_dims`; the
+# figure shows the first seed, the numbers every seed.
 
 # %%
-pick = lambda runs, L, **kv: runs_of(runs, mode_spectrum, depth=L, seed=s["seeds"][0], **kv)[0]
-probes = {f"softmax L={L}": pick(main, L, key_dim=primary) for L in (min(s["depths"]), max(s["depths"]))}
-probes.update({f"linear L={L}": pick(linear, L) for L in (min(s["linear_depths"]), max(s["linear_depths"]))})
-spread = {}
-fig, axes = plt.subplots(1, len(probes), figsize=(3.2 * len(probes), 3), sharey=True)
-for ax, (name, r) in zip(axes, probes.items()):
+probe_depths = {"softmax": (min(s["depths"]), max(s["depths"])), "linear": (min(s["linear_depths"]), max(s["linear_depths"]))}
+probe_runs = {(m, L, seed): runs_of(main if m == "softmax" else linear, mode_spectrum, depth=L, seed=seed,
+                                    **({"key_dim": primary} if m == "softmax" else {}))[0]
+              for m, Ls in probe_depths.items() for L in Ls for seed in s["seeds"]}
+per_seed = modes.probe_table(probe_runs)  # one row per seed: spread and half-fall margin of every probe
+collapse_ratio = estimates.of_seed_means(per_seed, modes.collapse_ratio)
+strong_first = estimates.of_seed_means(per_seed, modes.strong_first_margin)
+fig, axes = plt.subplots(1, 4, figsize=(12.8, 3), sharey=True)
+for ax, ((m, L, seed), r) in zip(axes, [(key, r) for key, r in probe_runs.items() if key[2] == seed0]):
     steps_, norm = modes.normalised_mode_curves(r)
-    spread[name] = modes.collapse_spread(norm)
     cmap = plt.get_cmap("viridis", norm.shape[1])
     for k in range(norm.shape[1]):
         ax.plot(np.maximum(steps_, 1), norm[:, k], color=cmap(k), lw=1)
-    ax.set(xscale="log", yscale="log", xlabel="training step", title=f"{name}: spread {spread[name]:.3f}")
+    ax.set(xscale="log", yscale="log", xlabel="training step", title=f"{m} L={L}: spread {modes.collapse_spread(norm):.3f}")
 axes[0].set_ylabel("loss_k(t) / loss_k(0)")
 modes_png = nb.save_figure(s, fig, "mode_curves")
-half = {name: modes.half_fall_steps(*modes.normalised_mode_curves(r)) for name, r in probes.items()}
-pd.DataFrame({"spread": spread, "half-fall step, strongest mode": {k: v[0] for k, v in half.items()},
-              "half-fall step, weakest mode": {k: v[-1] for k, v in half.items()}})
-
-# %% [markdown]
-# **What the quick profile shows.** On this spectrum neither model's normalised curves collapse.
-# In both models the modes with the largest input variance (dark) fall furthest, and the spread
-# comes from where the modes end more than from how fast they fall. In all four models the
-# half-fall steps differ by at most a factor of about 1.5 across modes. One softmax layer learns
-# its weakest mode slightly *earlier* than its strongest, while the 64-layer softmax model learns
-# the strongest first by as wide a margin as the linear model. So the linear half of the claim
-# (strong modes first) holds, and the softmax half (a collapse) does not in this regime.
+per_seed.round(3)
 
 # %% [markdown]
 # ## C9: token selection across contexts at every rank (paper Fig. 13)
 # For each held-out context, the total-variation distance between the attention averaged over the
 # model's layers and the target weights (1/k on the top-k tokens): 0 means the model reads exactly
-# the right tokens. Percentiles across contexts, depth 1 against the deepest model (first spectrum).
+# the right tokens. Percentiles across contexts, depth 1 against the deepest model (first spectrum),
+# mean over seeds.
 
 # %%
 d1, dmax = min(s["depths"]), max(s["depths"])
-pct = {(k, L): np.mean([r["token_selection"]["distance"] for r in runs_of(main, first, depth=L, key_dim=k)], axis=0)
-       for k in key_dims for L in (d1, dmax)}  # mean over seeds
-q = list(main[0]["token_selection"]["percentile"])
-at = lambda k, L, p: float(pct[(k, L)][q.index(p)])
+selection = tables.selection_frame(runs_of(main, first))  # one row per (key_dim, depth, seed): the percentiles
+ratios = {k: estimates.selection_ratios(selection[selection.key_dim == k], dmax, d1) for k in key_dims}
 fig, axes = plt.subplots(1, len(key_dims), figsize=(3.2 * len(key_dims), 3), sharey=True, squeeze=False)
 for ax, k in zip(axes[0], key_dims):
     for L in (d1, dmax):
-        ax.plot(q, pct[(k, L)], label=f"L = {L}")
+        curve = np.mean([r["token_selection"]["distance"] for r in runs_of(main, first, depth=L, key_dim=k)], axis=0)
+        ax.plot(main[0]["token_selection"]["percentile"], curve, label=f"L = {L}")
     ax.set(xlabel="percentile across contexts", title=f"key_dim {k}")
 axes[0, 0].set_ylabel("token-selection distance (TV)")
 axes[0, 0].legend(fontsize=8)
 selection_png = nb.save_figure(s, fig, "token_selection")
-selection = {k: {f"p{p}": {f"L={L}": at(k, L, p) for L in (d1, dmax)} for p in (1, 10, 50, 90, 99)} for k in key_dims}
-pd.DataFrame({(k, p): v for k, row in selection.items() for p, v in row.items()}).round(3)
+pd.DataFrame({k: {p: estimates.interval_text(e, 3) for p, e in row.items()} for k, row in ratios.items()})
 
-
-# %% [markdown]
-# **What the quick profile shows.** At key_dim 8 and 12 the deepest model cuts the upper tail by
-# more than the criterion asks (p90: 0.79 against 0.96 and 0.67 against 0.90; p99 by 14 % and
-# 21 %), but it is not worse in the lowest tail: the whole distribution moves down. At key_dim 4 the
-# cut is smaller (9 % at p90, 7 % at p99) and one layer is better at p1 (0.65 against 0.74), the
-# paper's lower-tail detail without its upper-tail one. At full rank depth changes the distances
-# by a few per cent, slightly for the worse.
 # %% [markdown]
 # ## C10: jointly nonzero spectra and top-16 aggregation at every rank (Table 4 in our numbers)
 
 # %%
-table4 = pd.concat([with_bounds(tables.fit_table(frames["joint"], RANKED), s["top_k"]).assign(top_k=s["top_k"]),
-                    with_bounds(tables.fit_table(frames["wide"], RANKED), s["wide_top_k"]).assign(top_k=s["wide_top_k"])],
+table4 = pd.concat([with_bounds(estimates.estimate_table(frames["joint"], RANKED), s["top_k"]).assign(top_k=s["top_k"]),
+                    with_bounds(estimates.estimate_table(frames["wide"], RANKED), s["wide_top_k"]).assign(top_k=s["wide_top_k"])],
                    ignore_index=True)
 nb.save_table(s, table4, "table4_other_targets")
 joint_png = sweep_grid(frames["joint"], s["joint_spectra"], s["top_k"], "joint_vs_depth")
 other_png = sweep_grid(frames["wide"], s["wide_spectra"], s["wide_top_k"], "other_targets_vs_depth")
-table4.round(4)
+sweeps_of = lambda name, k: [g for _, g in frames[name][frames[name].key_dim == k].groupby(tables.SPECTRUM)]
+deviation_gap = {k: estimates.deviation_gap(sweeps_of("wide", k), sweeps_of("main", k) + sweeps_of("joint", k))
+                 for k in key_dims}
+table4[["top_k", *RANKED, "n_seeds", "alpha", "alpha_lo95", "alpha_hi95", "fall", "R_deepest", "single_bound",
+        "fit_problem"]].round(3)
 
-
-# %% [markdown]
-# **What the quick profile shows.** At every rank-limited key_dim both jointly nonzero spectra and
-# both top-16 spectra fall far (to 0.04–0.18 at L = 32) towards their softmax bounds, and the top-16
-# exponents lie further from one than the top-2 ones, as the paper says. But no joint-spectrum
-# exponent is near one (1.28–2.28): these curves reach their floor by L ≈ 4–8, and a joint-floor
-# fit over depths 1–32 reads that as a steep power law. At full rank all four are flat on their
-# softmax bounds (0.070, 0.061, 0.133 and 0.037 at L = 1).
 # %% [markdown]
 # ## Verdicts
 
 # %%
-fell = lambda t: bool((t.R_deepest < DEPTH_FALL * t.R_1).all())
-near_one = lambda t: bool(((t.alpha - 1).abs() <= ALPHA_TOL).all())
-dev = lambda t: float((t.alpha - 1).abs().mean())
-rank = lambda t, k: t[t.key_dim == k]
-c4 = {k: {"falls": fell(rank(table1, k)), "alpha near 1": near_one(rank(table1, k)),
-          "floor below linear": bool((rank(table1, k).floor_ratio < FLOOR_RATIO).all())} for k in key_dims}
-c3 = {"settled by depth 2": bool((table3.linear_R_2 <= (1 + LINEAR_SETTLE) * table3.linear_best).all()),
-      "matches MC floor": bool((table3.relative_gap.abs() <= MC_TOL).all())}
-c5 = {k: {"identity": bool(identity[k] < IDENTITY_TOL),
-          "shared error -> floor": bool(rank(table5, k).gap_positive.all() and ((rank(table5, k).gamma - 1).abs() <= GAMMA_TOL).all()),
-          "disagreement -> constant": bool((rank(table5, k).disagreement_slope.abs() <= DISAGREE_SLOPE).all())} for k in key_dims}
-soft = [v for k, v in spread.items() if k.startswith("softmax")]
-lin = [v for k, v in spread.items() if k.startswith("linear")]
-lin_half = [v for k, v in half.items() if k.startswith("linear")]
-c6 = {"softmax collapses": bool(max(soft) < COLLAPSE_RATIO * min(lin)), "linear strong first": bool(all(h[0] < h[-1] for h in lin_half))}
-c9 = {k: {"upper tail cut": bool(at(k, dmax, 90) <= TAIL_CUT * at(k, d1, 90) and at(k, dmax, 99) <= TAIL_CUT * at(k, d1, 99)),
-          "depth 1 better at p1": bool(at(k, d1, 1) < at(k, dmax, 1))} for k in key_dims}
-t2, t16 = table4[table4.top_k == s["top_k"]], table4[table4.top_k == s["wide_top_k"]]
-c10 = {k: {"falls": fell(rank(table4, k)), "joint alpha near 1": near_one(rank(t2, k)),
-           "top-16 deviates more": bool(dev(rank(t16, k)) > dev(pd.concat([rank(table1, k), rank(t2, k)])))} for k in key_dims}
-
-
-# %%
-spec_list = lambda t, col: {plots.spectrum_label(a, b): v for a, b, v in zip(t.input_exponent, t.task_exponent, t[col])}
-
-
-def ranked_claim(cid, text, checks, rule, measured, figure, criterion):
-    """Judge a claim at every rank (rule: checks -> status) and record it with its per-rank verdicts."""
-    regimes = {f"key_dim {k}": {"status": rule(checks[k]), "measured": {**measured(k), **checks[k]}} for k in key_dims}
-    claims.claim_by_regime(s, cid, text, regimes, figure, criterion)
-
-
-ranked_claim("C4", "Softmax attention on the top-2 task keeps improving with depth, with a fitted exponent close to one "
-             "for every spectrum and a floor well below the linear plateau.", c4, lambda c: claims.verdict(c, "falls"),
-             lambda k: {"alpha": spec_list(rank(table1, k), "alpha"), "alpha_se": spec_list(rank(table1, k), "alpha_se"),
-                        "L0": spec_list(rank(table1, k), "L0"), "floor / linear plateau": spec_list(rank(table1, k), "floor_ratio"),
-                        "R_deepest / softmax bound": spec_list(rank(table1, k), "deepest_over_bound"),
-                        "all converged": bool(rank(frames["main"], k).converged.all())}, softmax_png,
-             f"R_deepest < {DEPTH_FALL} R_1, |alpha - 1| <= {ALPHA_TOL}, L0 < {FLOOR_RATIO} x linear plateau, every spectrum")
-claims.claim(s, "C3", "Linear attention on the top-2 task settles within one or two layers on a spectrum-dependent "
-             "plateau that matches the Monte Carlo irreducible loss.", claims.verdict(c3),
-             {"linear plateau": spec_list(table3, "linear_best"), "MC floor (S)": spec_list(table3, "mc_floor_empirical"),
-              "MC floor (Sigma_c)": spec_list(table3, "mc_floor"), "relative gap (S)": spec_list(table3, "relative_gap"),
-              "relative gap (Sigma_c)": spec_list(table3, "relative_gap_population"), **c3}, linear_png,
-             f"R_2 within {LINEAR_SETTLE:.0%} of the best linear loss; best within {MC_TOL:.0%} of the MC floor built from "
-             "the context covariance S (revised after the first numbers from the population covariance: the model sees only its context)")
-
-# %%
-ranked_claim("C5", "The ensemble decomposition holds exactly; the shared error approaches the loss floor as "
-             "L^-gamma with gamma near one; the disagreement term gives the 1/L gain.", c5,
-             lambda c: claims.verdict(c, "identity", plus_one=True),
-             lambda k: {"max identity error": identity[k], "gamma": spec_list(rank(table5, k), "gamma"),
-                        "gamma_se": spec_list(rank(table5, k), "gamma_se"),
-                        "disagreement slope": spec_list(rank(table5, k), "disagreement_slope")}, decomp_png,
-             f"identity < {IDENTITY_TOL}; L0 - C_L > 0 and |gamma - 1| <= {GAMMA_TOL}; |slope of A - C| <= {DISAGREE_SLOPE}")
-claims.claim(s, "C6b", "Softmax attention learns strong and weak modes at similar rates (normalised mode-wise curves "
-             "collapse); linear attention learns strong modes first.", claims.verdict(c6),
-             {"spread": spread, "spectrum": mode_spectrum, "softmax key_dim": primary, **c6}, modes_png,
-             f"softmax spread < {COLLAPSE_RATIO} x linear spread; linear strongest mode reaches half its fall first")
-ranked_claim("C9", "The deepest model cuts the upper tail of the token-selection loss; one layer is slightly better "
-             "in the lowest tail.", c9, lambda c: claims.verdict(c, "upper tail cut"), lambda k: selection[k], selection_png,
-             f"p90 and p99 of the deepest <= {TAIL_CUT} x depth 1's; depth 1 lower at p1")
-ranked_claim("C10", f"Jointly nonzero spectra (top-2) and top-{s['wide_top_k']} aggregation also decay with depth, "
-             f"with top-{s['wide_top_k']} exponents further from one.", c10, lambda c: claims.verdict(c, "falls", plus_one=True),
-             lambda k: {"alpha top-2 joint": spec_list(rank(t2, k), "alpha"), "alpha top-16": spec_list(rank(t16, k), "alpha"),
-                        "mean |alpha-1| top-16": dev(rank(t16, k)),
-                        "mean |alpha-1| top-2": dev(pd.concat([rank(table1, k), rank(t2, k)]))}, other_png,
-             f"R_deepest < {DEPTH_FALL} R_1 everywhere; joint |alpha - 1| <= {ALPHA_TOL}; top-16 mean |alpha - 1| larger")
+of_rank = lambda t, k: t[t.key_dim == k]
+checks = {"C3": rules.c3(table3), "C6b": rules.c6b(collapse_ratio, strong_first),
+          "C4": {k: rules.c4(of_rank(table1, k)) for k in key_dims},
+          "C5": {k: rules.c5(of_rank(table5, k), identity[k]) for k in key_dims},
+          "C9": {k: rules.c9(ratios[k]) for k in key_dims},
+          "C10": {k: rules.c10(of_rank(table4, k), of_rank(table4[table4.top_k == s["top_k"]], k), deviation_gap[k])
+                  for k in key_dims}}
+by_spectrum = lambda t, col: {label((a, b)): estimates.estimate(r, col) for (a, b), r in
+                              t.set_index(tables.SPECTRUM).iterrows()}
+measured = {
+    "C4": lambda k: {"alpha": by_spectrum(of_rank(table1, k), "alpha"), "L0": by_spectrum(of_rank(table1, k), "L0"),
+                     "R_deepest / R_1": by_spectrum(of_rank(table1, k), "fall"),
+                     "floor / linear plateau": by_spectrum(of_rank(table1, k), "floor_ratio"),
+                     "all converged": bool(of_rank(frames["main"], k).converged.all())},
+    "C5": lambda k: {"max identity error": identity[k], "gamma": by_spectrum(of_rank(table5, k), "gamma"),
+                     "disagreement slope": by_spectrum(of_rank(table5, k), "disagreement_slope")},
+    "C9": lambda k: {f"{p} deepest / depth 1": e for p, e in ratios[k].items()},
+    "C10": lambda k: {"alpha": {f"top-{t.top_k} {label((t.input_exponent, t.task_exponent))}": estimates.estimate(t, "alpha")
+                                for _, t in of_rank(table4, k).iterrows()},
+                      "R_deepest / R_1": {f"top-{t.top_k} {label((t.input_exponent, t.task_exponent))}":
+                                          estimates.estimate(t, "fall") for _, t in of_rank(table4, k).iterrows()},
+                      "mean |alpha - 1|, top-16 minus top-2": deviation_gap[k]},
+}
+texts = {
+    "C4": ("Softmax attention on the top-2 task keeps improving with depth, with a fitted exponent close to one for "
+           "every spectrum and a floor well below the linear plateau.", softmax_png,
+           f"R_deepest / R_1 < {rules.DEPTH_FALL}; |alpha - 1| <= {rules.ALPHA_TOL}; L0 < {rules.FLOOR_RATIO} x linear "
+           "plateau; every spectrum; 95 % intervals over seeds"),
+    "C5": ("The ensemble decomposition holds exactly; the shared error approaches the loss floor as L^-gamma with gamma "
+           "near one; the disagreement term gives the 1/L gain.", decomp_png,
+           f"identity < {rules.IDENTITY_TOL}; L0 - C_L > 0 and |gamma - 1| <= {rules.GAMMA_TOL}; |slope of A - C| <= "
+           f"{rules.DISAGREE_SLOPE}; 95 % intervals over seeds"),
+    "C9": ("The deepest model cuts the upper tail of the token-selection loss; one layer is slightly better in the "
+           "lowest tail.", selection_png, f"p90 and p99 of the deepest < {rules.TAIL_CUT} x depth 1's; depth 1 lower at p1"),
+    "C10": (f"Jointly nonzero spectra (top-2) and top-{s['wide_top_k']} aggregation also decay with depth, with "
+            f"top-{s['wide_top_k']} exponents further from one.", other_png,
+            f"R_deepest / R_1 < {rules.DEPTH_FALL} everywhere; joint |alpha - 1| <= {rules.ALPHA_TOL}; top-16 mean "
+            "|alpha - 1| larger"),
+}
+for cid, (text, figure, criterion) in texts.items():
+    regimes = {f"key_dim {k}": {"status": rules.RULES[cid](checks[cid][k]), "measured": {**measured[cid](k), **checks[cid][k]}}
+               for k in key_dims}
+    claim_by_regime(s, cid, text, regimes, figure, criterion)
+claim(s, "C3", "Linear attention on the top-2 task settles within one or two layers on a spectrum-dependent plateau "
+      "that matches the Monte Carlo irreducible loss.", rules.RULES["C3"](checks["C3"]),
+      {"linear plateau": by_spectrum(table3, "linear_best"), "R_2 / plateau": by_spectrum(table3, "settle_ratio"),
+       "plateau / MC floor (S)": by_spectrum(table3, "floor_match"), **checks["C3"]}, linear_png,
+      f"R_2 within {rules.LINEAR_SETTLE:.0%} of the lowest linear loss; lowest within {rules.MC_TOL:.0%} of the MC floor "
+      "built from the context covariance S (revised from the population covariance: the model sees only its context)")
+claim(s, "C6b", "Softmax attention learns strong and weak modes at similar rates (normalised mode-wise curves collapse); "
+      "linear attention learns strong modes first.", rules.RULES["C6b"](checks["C6b"]),
+      {"softmax spread / linear spread": collapse_ratio, "linear half-fall margin (steps)": strong_first,
+       "spectrum": mode_spectrum, "softmax key_dim": primary, **checks["C6b"]}, modes_png,
+      f"larger softmax spread < {rules.COLLAPSE_RATIO} x smaller linear spread; linear strongest mode reaches half its fall first")
 numbers = {"table1": table1.to_dict("records"), "table3": table3.to_dict("records"), "table4": table4.to_dict("records"),
            "table5": table5.to_dict("records"), "bounds": bound_table.to_dict("records"), "identity_error": identity,
-           "mode_spread": spread, "mode_half_fall_steps": {k: v.tolist() for k, v in half.items()},
-           "token_selection": selection, "not_converged": not_converged.to_dict("records"),
-           "largest_rise_with_depth": inversions.to_dict("records"),
-           "checks": {"C3": c3, "C4": c4, "C5": c5, "C6b": c6, "C9": c9, "C10": c10}}
+           "modes_per_seed": per_seed.reset_index().to_dict("records"), "not_converged": not_converged.to_dict("records"),
+           "largest_rise_with_depth": inversions.to_dict("records")}
 results_path = nb.write_results(s, numbers)
 
 # %% [markdown]
-# The fitted numbers (Tables 1, 4 and 5 above, and `results.json`). Fits on few, noisy points are
-# ill-conditioned, so the regression check below prints the measured losses instead.
-
-# %%
-nb.show({"softmax alpha": table1.alpha.tolist(), "softmax alpha se": table1.alpha_se.tolist(),
-         "softmax L0": table1.L0.tolist(), "gamma": table5.gamma.tolist(), "other alpha": table4.alpha.tolist()})
+# The regression check below prints the seed-mean losses and the bounds, which survive another CPU
+# and another thread count at the precision shown (`scripts/variants.sh`), and the verdicts; the
+# fitted exponents above are not printed here at the `ci` profile's scale, where most fits are
+# ill-conditioned.
 
 # %%
 # NBVAL_CHECK_OUTPUT
 nb.show({"softmax R_1": table1.R_1.tolist(), "softmax R_deepest": table1.R_deepest.tolist(),
-         "softmax bound": table1.single_bound.tolist(), "mixture bound": table1.mixture_bound.tolist(),
-         "linear plateau": table3.linear_best.tolist(), "MC floor": table3.mc_floor.tolist(),
-         "MC floor (S)": table3.mc_floor_empirical.tolist(), "mode spread": list(spread.values()),
-         "token selection p90": [at(k, L, 90) for k in key_dims for L in (d1, dmax)],
-         "other R_deepest": table4.R_deepest.tolist(), "identity error < 1e-6": max(identity.values()) < IDENTITY_TOL})
-claims.show_claims(s)
+         "softmax bound": table1.single_bound.tolist(), "linear plateau": table3.linear_best.tolist(),
+         "MC floor (S)": table3.mc_floor_empirical.tolist(), "other R_deepest": table4.R_deepest.tolist(),
+         "identity error < 1e-6": max(identity.values()) < rules.IDENTITY_TOL}, digits=2)
+show_claims(s)

@@ -1,0 +1,82 @@
+"""The verdict rules of notebook 03 (the difficult task): C3, C4, C5, C6b, C9 and C10.
+
+Each function takes the notebook's tables, whose numbers carry bootstrap intervals over seeds
+(`icl.estimates`; a column `x` with `x_lo95`, `x_hi95`, ...), and returns the named checks of one
+claim (True holds, False fails, None inconclusive; `icl.claims`). The thresholds below are the
+ones the notebook's criteria cell states before the runs.
+"""
+from __future__ import annotations
+
+from ..estimates import estimate
+from . import above, below, every, verdict, within
+
+ALPHA_TOL, FLOOR_RATIO, DEPTH_FALL = 0.25, 0.7, 0.9  # C4, C10
+LINEAR_SETTLE, MC_TOL = 0.05, 0.10  # C3
+IDENTITY_TOL, GAMMA_TOL, DISAGREE_SLOPE = 1e-6, 0.25, 0.25  # C5
+COLLAPSE_RATIO = 0.5  # C6b
+TAIL_CUT = 0.9  # C9
+
+
+def _rows(table):
+    return [r for _, r in table.iterrows()]
+
+
+def falls(table) -> bool | None:
+    """Every sweep of the table ends below DEPTH_FALL times its one-layer loss."""
+    return every(below(estimate(r, "fall"), DEPTH_FALL) for r in _rows(table))
+
+
+def alpha_near_one(table) -> bool | None:
+    """Every sweep's fitted exponent lies within ALPHA_TOL of 1."""
+    return every(within(estimate(r, "alpha"), 1.0, ALPHA_TOL) for r in _rows(table))
+
+
+def c4(table) -> dict:
+    """Softmax, top-2, one rank: the loss falls, alpha near 1, the floor well below the linear plateau."""
+    return {"falls": falls(table), "alpha near 1": alpha_near_one(table),
+            "floor below linear": every(below(estimate(r, "floor_ratio"), FLOOR_RATIO) for r in _rows(table))}
+
+
+def c3(table) -> dict:
+    """Linear, top-2: settled by depth 2 (R_2 / best), on the Monte Carlo floor built from S."""
+    return {"settled by depth 2": every(below(estimate(r, "settle_ratio"), 1 + LINEAR_SETTLE) for r in _rows(table)),
+            "matches MC floor": every(within(estimate(r, "floor_match"), 1.0, MC_TOL) for r in _rows(table))}
+
+
+def c5(table, identity_error: float) -> dict:
+    """The decomposition identity (arithmetic: no interval), the shared error's approach to the
+    floor (positive gap everywhere and gamma near 1) and the disagreement levelling off."""
+    shared = [every([above(estimate(r, "gap_positive"), 0.5), within(estimate(r, "gamma"), 1.0, GAMMA_TOL)])
+              for r in _rows(table)]
+    return {"identity": identity_error < IDENTITY_TOL, "shared error -> floor": every(shared),
+            "disagreement -> constant": every(within(estimate(r, "disagreement_slope"), 0.0, DISAGREE_SLOPE)
+                                              for r in _rows(table))}
+
+
+def c6b(collapse_ratio, strong_first_margin) -> dict:
+    """Softmax spread below COLLAPSE_RATIO x linear spread; the linear model's strongest mode
+    reaches half its fall before its weakest (the margin, weakest minus strongest step, > 0)."""
+    return {"softmax collapses": below(collapse_ratio, COLLAPSE_RATIO), "linear strong first": above(strong_first_margin, 0.0)}
+
+
+def c9(ratios: dict) -> dict:
+    """Token selection at one rank, from the ratios deepest / depth 1 at percentiles 1, 90, 99."""
+    return {"upper tail cut": every([below(ratios["p90"], TAIL_CUT), below(ratios["p99"], TAIL_CUT)]),
+            "depth 1 better at p1": above(ratios["p1"], 1.0)}
+
+
+def c10(other, joint, deviation_gap) -> dict:
+    """Jointly nonzero spectra and top-16 at one rank: every sweep falls, the joint fits near 1, and
+    top-16 deviates from 1 more than top-2 (the gap in mean |alpha - 1| > 0)."""
+    return {"falls": falls(other), "joint alpha near 1": alpha_near_one(joint),
+            "top-16 deviates more": above(deviation_gap, 0.0)}
+
+
+RULES = {  # claim -> how its checks make its status
+    "C3": lambda c: verdict(c),
+    "C4": lambda c: verdict(c, "falls"),
+    "C5": lambda c: verdict(c, "identity", plus_one=True),
+    "C6b": lambda c: verdict(c),
+    "C9": lambda c: verdict(c, "upper tail cut"),
+    "C10": lambda c: verdict(c, "falls", plus_one=True),
+}
