@@ -2,17 +2,22 @@
 
 A *cell* is one (dim, context_length, key_dim) setting of the difficult task; in every cell a
 depth sweep is trained and set against the reference predictors of `icl.bounds`. The table has one
-row per cell: the trained curve's fit, its bounds, and whether depth beat the best single layer.
+row per cell: the trained curve's fit and its ratios to the bounds, with intervals over seeds, and
+whether depth beat the best single layer.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from . import bounds as bnd
+from .baselines import KINDS
 from .config import RunConfig
-from .tables import fit_table, seed_means
+from .estimates import curve_stats, estimate_columns
+from .intervals import over_seeds, seed_matrix
+from .tables import fit_curve
 
 
 @dataclass(frozen=True, order=True)
@@ -56,24 +61,46 @@ def cell_bounds(cfg: RunConfig, cells: list[Cell], depths_of, cache=None) -> dic
                           cache=cache) for c in cells}
 
 
+def cell_stats(depths, matrix: np.ndarray, b: dict) -> dict:
+    """`estimates.curve_stats` of one cell's sweep and its ratios to the cell's bounds `b`: the
+    one-layer loss over the softmax bound, the deepest over the mixture bound, and the share of the
+    gap between one layer and the softmax bound that depth closed."""
+    c = curve_stats(depths, matrix)
+    return {**c, "R_1_over_bound": c["R_1"] / b["single"], "deepest_over_mixture": c["R_deepest"] / b["mixture"],
+            "deepest_over_bound": c["R_deepest"] / b["single"],
+            "gap_closed": (c["R_1"] - c["R_deepest"]) / (c["R_1"] - b["single"])}
+
+
+def baseline_gap(depths, matrix: np.ndarray, curve: dict) -> float:
+    """The largest |R_L / baseline_L - 1| over the sweep's depths (mean over seeds)."""
+    return float(max(abs(r / curve[int(L)] - 1) for L, r in zip(depths, matrix.mean(0))))
+
+
 def regime_table(df: pd.DataFrame, bounds_of: dict[Cell, dict]) -> pd.DataFrame:
-    """One row per cell: the fit of its seed-mean curve (`tables.fit_table`), its bounds, the best
-    one-layer loss over every key_dim run at its (dim, P), and whether its deepest model beat that
-    single layer."""
-    fits = fit_table(df, CELL).set_index(CELL)
-    one_layer = df[df.depth == 1].groupby(["dim", "context_length"]).loss.min()
+    """One row per cell, in the order the cells were run: `cell_stats` and the largest gap to each
+    untrained baseline with their bootstrap intervals over seeds (`icl.intervals`), the bounds, the
+    best one-layer loss over every key_dim run at its (dim, P), and whether its deepest model beat
+    that single layer."""
+    one_layer = df[df.depth == 1].groupby(["dim", "context_length", "key_dim"]).loss.mean().groupby(level=[0, 1]).min()
     rows = []
-    for cell in dict.fromkeys(cell_of(r) for _, r in df.iterrows()):  # the order the cells were run in
-        f, b, part = fits.loc[(cell.dim, cell.context_length, cell.key_dim)], bounds_of[cell], df[cells_mask(df, cell)]
+    for cell in dict.fromkeys(cell_of(r) for _, r in df.iterrows()):
+        part, b = df[cells_mask(df, cell)], bounds_of[cell]
+        depths, matrix = seed_matrix(part)
+        row = {"dim": cell.dim, "context_length": cell.context_length, "key_dim": cell.key_dim,
+               "input_exponent": part.input_exponent.iloc[0], "task_exponent": part.task_exponent.iloc[0],
+               "n_seeds": len(matrix), "depth_max": int(depths[-1])}
+        for name, e in over_seeds(lambda m: cell_stats(depths, m, b), matrix).items():
+            row.update(estimate_columns(name, e))
+        for kind in KINDS:
+            if kind in b and not cell.full_rank:
+                row.update(estimate_columns(f"{kind}_gap", over_seeds(lambda m: baseline_gap(depths, m, b[kind]), matrix)))
         best = float(one_layer.loc[(cell.dim, cell.context_length)])
-        rows.append({"dim": cell.dim, "context_length": cell.context_length, "key_dim": cell.key_dim,
-                     "input_exponent": part.input_exponent.iloc[0], "task_exponent": part.task_exponent.iloc[0],
-                     "depth_max": int(f.deepest), "R_1": f.R_1, "R_deepest": f.R_deepest, "alpha": f.alpha,
-                     "alpha_se": f.alpha_se, "L0": f.L0, "r2": f.r2, "single_bound": b["single"],
-                     "mixture_bound": b["mixture"], "best_single_layer": best, "deep_beats_single": bool(f.R_deepest < best),
-                     "converged": bool(f.trained_to_plateau), "random_subspace_1": b["random_subspace"][1],
-                     "random_subspace_deepest": b["random_subspace"][int(f.deepest)],
-                     "subspace_max_rel_gap": subspace_gap(seed_means(part), b)})
+        fit = fit_curve(depths, matrix.mean(0))
+        row.update(single_bound=b["single"], mixture_bound=b["mixture"], best_single_layer=best,
+                   deep_beats_single=bool(row["R_deepest"] < best), converged=bool(part.converged.all()),
+                   fit_problem=fit.problem or "",
+                   **{f"{kind}_{L}": b[kind][L] for kind in KINDS if kind in b for L in (1, int(depths[-1]))})
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -83,9 +110,3 @@ CELL = ["dim", "context_length", "key_dim"]
 def cells_mask(df: pd.DataFrame, cell: Cell) -> pd.Series:
     """The rows of `df` (a losses frame with dim and context_length) that belong to `cell`."""
     return (df.dim == cell.dim) & (df.context_length == cell.context_length) & (df.key_dim == cell.key_dim)
-
-
-def subspace_gap(means: pd.DataFrame, b: dict) -> float:
-    """The largest |R_L / random-subspace_L - 1| over the sweep's depths."""
-    curve = b["random_subspace"]
-    return float(max(abs(r / curve[int(L)] - 1) for L, r in zip(means.depth, means["mean"])))

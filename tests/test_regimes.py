@@ -21,12 +21,13 @@ def sweep(dim, P, k, losses):
 
 
 def bound(single, curve):
-    return {"single": single, "mixture": 0.98 * single, "random_subspace": dict(zip([1, 2, 4, 8, 16], curve))}
+    return {"single": single, "mixture": 0.98 * single, "random_subspace": dict(zip([1, 2, 4, 8, 16], curve)),
+            "complementary_subspace": dict(zip([1, 2, 4, 8, 16], [1.1 * c for c in curve]))}
 
 
 def test_table_reads_the_fit_the_bounds_and_the_best_single_layer():
     # a rank-limited sweep 0.2 + 0.6/L and a flat full-rank one at 0.25
-    low = sweep(16, 64, 4, [0.2 + 0.6 / L for L in (1, 2, 4, 8, 16)])
+    low = pd.concat([sweep(16, 64, 4, [0.2 + 0.6 / L for L in (1, 2, 4, 8, 16)]).assign(seed=seed) for seed in (0, 1)])
     full = sweep(16, 64, 16, [0.25] * 5)
     bounds = {Cell(16, 64, 4): bound(0.24, [0.8, 0.5, 0.35, 0.275, 0.2375]), Cell(16, 64, 16): bound(0.24, [0.24] * 5)}
     t = regime_table(pd.concat([low, full]), bounds).set_index("key_dim")
@@ -35,5 +36,8 @@ def test_table_reads_the_fit_the_bounds_and_the_best_single_layer():
     assert t.loc[4, "best_single_layer"] == pytest.approx(0.25)  # the full-rank layer
     assert bool(t.loc[4, "deep_beats_single"])  # 0.2375 < 0.25
     assert not bool(t.loc[16, "deep_beats_single"])
-    assert t.loc[4, "subspace_max_rel_gap"] == pytest.approx(0.0, abs=1e-12)  # the curve is the sweep itself
-    assert t.loc[16, "single_bound"] == 0.24 and t.loc[16, "depth_max"] == 16
+    assert t.loc[4, "random_subspace_gap"] == pytest.approx(0.0, abs=1e-12)  # the curve is the sweep itself
+    assert t.loc[4, "complementary_subspace_gap"] == pytest.approx(1 - 1 / 1.1)
+    assert t.loc[4, "n_seeds"] == 2 and t.loc[4, "alpha_lo95"] == pytest.approx(1.0, abs=1e-3)  # identical seeds
+    assert t.loc[4, "gap_closed"] == pytest.approx((0.8 - 0.2375) / (0.8 - 0.24))
+    assert t.loc[16, "single_bound"] == 0.24 and t.loc[16, "depth_max"] == 16 and t.loc[16, "n_seeds"] == 1
