@@ -118,7 +118,7 @@ def floor_ratio(part: pd.DataFrame, reference: pd.DataFrame) -> Estimate:
 
 def settle_ratio(part: pd.DataFrame, depth: int = 2) -> Estimate:
     """R_depth over the sweep's lowest mean loss: 1 when it has settled by `depth`."""
-    return paired(lambda s: s[1].mean(0)[list(s[0]).index(depth)] / s[1].mean(0).min(), part)
+    return paired(lambda sw: at_depth(sw, depth) / sw[1].mean(0).min(), part)
 
 
 def of_seed_means(frame: pd.DataFrame, statistic) -> Estimate:
@@ -150,5 +150,32 @@ def selection_ratios(selection: pd.DataFrame, deep: int, shallow: int, percentil
     """Token selection (C9) from `tables.selection_frame` of one rank: at each percentile, the deep
     model's mean distance over the shallow one's, paired by seed."""
     at = lambda L: selection[selection.depth == L]
-    ratio = lambda d, o: d[1].mean(0)[0] / o[1].mean(0)[0]
+    ratio = lambda d, o: at_depth(d, deep) / at_depth(o, shallow)
     return {p: paired(ratio, at(deep), at(shallow), value=p) for p in percentiles}
+
+
+def at_depth(sweep, depth: int) -> float:
+    """The mean over seeds at `depth` of one (depths, matrix) sweep as `paired` hands it over."""
+    return float(sweep[1].mean(0)[list(sweep[0]).index(depth)])
+
+
+def depth_ratio(numerator: pd.DataFrame, denominator: pd.DataFrame, depth: int, value: str = "loss") -> Estimate:
+    """Mean `value` of one sweep at `depth` over that of another sweep at the same depth, paired by seed."""
+    return paired(lambda n, d: at_depth(n, depth) / at_depth(d, depth), numerator, denominator, value=value)
+
+
+def subspace_ratios(part: pd.DataFrame, dim: int, key_dim: int) -> dict:
+    """R5's numbers of one rank-limited sweep from the subspace summaries of its runs: at m =
+    lcm(d, k)/k layers (the fewest that can tile R^d) the mean pairwise overlap over that of
+    independent random subspaces (k/d), and at every depth L >= m the coverage error over that of L
+    independent random subspaces (`subspaces.random_coverage`). Paired over the sweep's seeds."""
+    from .subspaces import block_size, random_coverage
+
+    m = block_size(dim, key_dim)
+    depths = sorted(part.depth.unique())
+    if m not in depths:
+        raise ValueError(f"R5 needs depth {m} (= lcm({dim}, {key_dim}) / {key_dim}) in the sweep; it has {depths}")
+    overlap = paired(lambda sw: at_depth(sw, m) / (key_dim / dim), part, value="overlap")
+    reference = {L: random_coverage(L, dim, key_dim) for L in depths if L >= m}  # once, not per resample
+    coverage = {L: paired(lambda sw, L=L, ref=ref: at_depth(sw, L) / ref, part, value="coverage_error") for L, ref in reference.items()}
+    return {"block": m, "overlap": overlap, "coverage": list(coverage.values()), "coverage_by_depth": coverage}

@@ -170,16 +170,25 @@ def save_table(s: Settings, df: pd.DataFrame, name: str) -> str:
     return s.relpath(s.path(f"{name}.csv"))
 
 
+# What a rank-limited softmax run's result says of the subspaces its layers read through
+# (icl.subspaces.summary); the temperature is the mean over its layers.
+SUBSPACE_COLUMNS = ("overlap", "query_overlap", "random_overlap", "coverage_error", "effective_rank",
+                    "query_key_alignment", "temperature")
+
+
 def losses_frame(results: list[dict]) -> pd.DataFrame:
     """One row per trained model: what it was and where it ended."""
     rows = []
     for r in results:
         c, dec = r["config"], r.get("decomposition") or {}
         key_dim = RunConfig.from_dict(c, "result").resolved_key_dim
+        sub = (r.get("parameters") or {}).get("subspaces") or {}
         rows.append({"model": c["model"], "task": c["task"], "top_k": c["top_k"] if c["task"] == "difficult" else None,
                      "input_exponent": c["input_exponent"], "task_exponent": c["task_exponent"], "key_dim": key_dim,
                      "depth": c["depth"], "seed": c["seed"], "learning_rate": c["learning_rate"], "loss": r["final_loss"],
-                     "A_L": dec.get("A"), "C_L": dec.get("C"), "plateau": r["plateau"], "converged": r["converged"]})
+                     "A_L": dec.get("A"), "C_L": dec.get("C"), "plateau": r["plateau"], "converged": r["converged"],
+                     "subspace": c.get("subspace", "learned"),
+                     **{k: sub.get(k) for k in SUBSPACE_COLUMNS if sub}})
     return pd.DataFrame(rows)
 
 

@@ -104,14 +104,14 @@ def temperature(merged: torch.Tensor, k: int) -> torch.Tensor:
 def summary(query: torch.Tensor, key: torch.Tensor) -> dict:
     """What the mechanism notebook reads of one trained model's L layers (Q, K: (L, k, d)): overlap,
     coverage and effective rank of the key and query subspaces, their random-subspace references,
-    the mean alignment of each layer's query and key subspaces, and the temperature per layer."""
+    the mean alignment of each layer's query and key subspaces, and the temperature (mean and per layer)."""
     L, k, d = key.shape
     kb, qb = row_space(key), row_space(query)
     align = (kb.transpose(1, 2) @ qb).pow(2).sum((-1, -2)) / k  # (L,) ||P_K P_Q||^2 / k per layer
-    merged = key.transpose(1, 2) @ query  # (L, d, d) K^T Q
+    beta = temperature(key.transpose(1, 2) @ query, k)  # (L,) of K^T Q, (L, d, d)
     return {"key_dim": k, "depth": L, "overlap": mean_overlap(kb), "query_overlap": mean_overlap(qb),
             "random_overlap": k / d, "coverage_error": coverage_error(kb), "effective_rank": effective_rank(kb),
-            "query_key_alignment": float(align.mean()), "temperature": temperature(merged, k).tolist()}
+            "query_key_alignment": float(align.mean()), "temperature": float(beta.mean()), "layer_temperature": beta.tolist()}
 
 
 # ---------------------------------------------------------------- frozen subspaces (the ablation)
@@ -151,3 +151,10 @@ def freeze(stack, kind: str, seed: int) -> None:
     bases = torch.cat(bases)  # (T, d, k)
     for name in ("query", "key"):
         parametrize.register_parametrization(stack, name, InSubspace(bases.clone()))
+
+
+def random_coverage(depth: int, dim: int, k: int, draws: int = 200) -> float:
+    """The mean coverage error of `depth` independent random subspaces (Monte Carlo, fixed seed):
+    the reference a trained stack's coverage is compared with."""
+    gen = torch.Generator().manual_seed(SUBSPACE_SEED + int(depth))
+    return float(sum(coverage_error(random_bases(int(depth), int(dim), int(k), gen)) for _ in range(draws)) / draws)

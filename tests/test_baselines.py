@@ -89,7 +89,7 @@ def test_summary_of_trained_weights_reads_the_row_spaces():
     query = 2 * key
     out = subspaces.summary(query, key)
     assert out["overlap"] < 1e-6 and out["coverage_error"] < 1e-5 and out["query_key_alignment"] == pytest.approx(1.0)
-    assert out["random_overlap"] == k / d and len(out["temperature"]) == L
+    assert out["random_overlap"] == k / d and len(out["layer_temperature"]) == L
     beta = subspaces.temperature(7.0 / k * bases @ bases.transpose(1, 2), k)  # a baseline layer at beta = 7
     assert torch.allclose(beta, torch.full((L,), 7.0, dtype=torch.float64), rtol=1e-5)
 
