@@ -19,13 +19,49 @@ from .intervals import Estimate, over_seeds, seed_matrix
 from .tables import deep_half_slope, fit_curve
 
 
+def sweep_fit(depths, matrix: np.ndarray, min_depth: int = 1, weighted: bool = False, **fit_options):
+    """`tables.fit_curve` of a sweep's mean curve over the depths >= min_depth, weighted by the seed
+    standard errors if asked (and every depth has a nonzero one)."""
+    depths, matrix = np.asarray(depths, float), np.asarray(matrix, float)
+    keep = depths >= min_depth
+    errors = None
+    if weighted and len(matrix) > 1:
+        sem = matrix.std(0, ddof=1)[keep] / math.sqrt(len(matrix))
+        errors = sem if (sem > 0).all() else None
+    return fit_curve(depths[keep], matrix.mean(0)[keep], errors=errors, **fit_options)
+
+
 def curve_stats(depths, matrix: np.ndarray, **fit_options) -> dict:
     """The numbers of one sweep that verdicts read, from its (seeds, depths) loss matrix: the fit
-    of the mean curve (alpha, L0, c) and R_1, R_deepest and their ratio `fall` = R_deepest / R_1."""
+    of the mean curve (`sweep_fit`: alpha, L0, c) and R_1, R_deepest and their ratio
+    `fall` = R_deepest / R_1."""
     depths, mean = np.asarray(depths, float), np.asarray(matrix, float).mean(0)
-    f = fit_curve(depths, mean, **fit_options)
+    f = sweep_fit(depths, matrix, **fit_options)
     first = mean[depths == 1][0] if (depths == 1).any() else math.nan
     return {"alpha": f.alpha, "L0": f.L0, "c": f.c, "R_1": first, "R_deepest": mean[-1], "fall": mean[-1] / first}
+
+
+# The fits notebook 05 sets side by side; the first is the protocol's, which every verdict uses.
+FIT_VARIANTS = {
+    "protocol: all depths, floor <= min R, unweighted": {},
+    "floor free": {"floor_below_min": False},
+    "from L = 2": {"min_depth": 2},
+    "from L = 2, floor free": {"min_depth": 2, "floor_below_min": False},
+    "weighted": {"weighted": True},
+    "weighted, floor free": {"weighted": True, "floor_below_min": False},
+    "weighted, from L = 2": {"weighted": True, "min_depth": 2},
+    "weighted, from L = 2, floor free": {"weighted": True, "min_depth": 2, "floor_below_min": False},
+}
+
+
+def fit_variants(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Per group of `by` and per fit of FIT_VARIANTS: alpha and L0 with their intervals over seeds."""
+    parts = []
+    for name, options in FIT_VARIANTS.items():
+        t = estimate_table(df, by, **options)
+        parts.append(t[[*by, "n_seeds", *[c for c in t.columns if c.startswith(("alpha", "L0"))], "fit_problem"]]
+                     .assign(fit=name))
+    return pd.concat(parts, ignore_index=True)
 
 
 def estimate_columns(name: str, e) -> dict:
@@ -49,7 +85,7 @@ def estimate_table(df: pd.DataFrame, by: list[str], value: str = "loss", **fit_o
         key = key if isinstance(key, tuple) else (key,)
         depths, matrix = seed_matrix(part, value)
         est = over_seeds(lambda m: curve_stats(depths, m, **fit_options), matrix)
-        fit = fit_curve(depths, matrix.mean(0), **fit_options)
+        fit = sweep_fit(depths, matrix, **fit_options)
         row = {**dict(zip(by, key)), "n_seeds": len(matrix), "depths": len(depths), "deepest": int(depths[-1])}
         for name, e in est.items():
             row.update(estimate_columns(name, e))

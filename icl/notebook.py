@@ -214,6 +214,12 @@ def write_results(s: Settings, numbers: dict) -> str:
     return s.relpath(path)
 
 
+def fit_value(value, problem: str | None):
+    """A fitted number as a checked output prints it: the number, or 'ill-conditioned' where the
+    fit's conditioning rule (`icl.fit.ill_conditioned`, a table's `fit_problem`) flags it."""
+    return "ill-conditioned" if problem else value
+
+
 def show(numbers: dict, digits: int = 3) -> None:
     """Print numbers rounded to `digits` significant digits, one per line: the lines nbval checks."""
     for k, v in numbers.items():

@@ -25,20 +25,34 @@
 # is notebook 01's and Table 3's Monte Carlo floors are notebook 03's, each read from that
 # notebook's `results.json`, so that every number appears once.
 #
-# **The fit (§D.1).** `R_L = L0 + c·L^(-alpha)`, least squares on `log R_L` (so small and large
-# losses count alike), on the means over seeds, unweighted. With two seeds a standard error has a
-# single degree of freedom, too noisy to weight by; Tables 1 and 2 show the exponent weighted by the
-# seed standard errors beside the plain one (`alpha_weighted`), so a reader sees how much the
-# verdicts depend on that choice. The floor `L0 >= 0` is fitted jointly for the difficult task. For the easy task
-# with linear attention the loss keeps falling towards zero, so we fit a pure power law (`L0 = 0`).
-# Standard errors come from the Jacobian at the optimum; R² is measured in log space.
+# **The fit (§D.1), chosen before the numbers.** `R_L = L0 + c·L^(-alpha)`, least squares on
+# `log R_L` (so small and large losses count alike), on the means over seeds, unweighted, every
+# depth kept, and for the difficult task the floor fitted jointly and held to `0 <= L0 <= min_L R_L`
+# (`icl.tables.fit_curve`). Why: a floor above a measured mean loss contradicts the curve it is
+# fitted to; leaving out L = 1 throws away the point that sets how far the loss falls, and the
+# paper's fits start at one layer; a standard error over five seeds has four degrees of freedom,
+# too noisy to weight by. For the easy task with linear attention the loss keeps falling towards
+# zero, so we fit a pure power law (`L0 = 0`).
+#
+# **How sure.** Every exponent and floor comes with 68 % and 95 % intervals from a bootstrap over
+# seeds (`icl.intervals`: the seeds are resampled and the mean curve refitted). The Jacobian
+# standard error of the fit on the mean curve (`alpha_se`) is shown beside it: it measures how well
+# the curve is fitted, not how much it moves with the seed. A fit the ill-conditioning rule flags
+# (`icl.fit.ill_conditioned`: a standard error larger than the value, or a floor on its bound) says
+# so in `fit_problem`.
+#
+# **Sensitivity.** The section after Table 1 refits every headline sweep with the other choices
+# (floor free; from L = 2; weighted by the seed standard errors) so that a reader sees how far each
+# moves the exponent compared with its interval.
 
 # %%
 import json
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
+from icl import estimates
 from icl import notebook as nb
 from icl import plots, tables
 
@@ -48,7 +62,6 @@ plots.style()
 profile = "quick"  # which params/<profile>/ file these values came from (informational)
 results_root = "outputs"  # where notebooks 01-04 wrote their outputs at this profile
 output_dir = "outputs/05_fitting_appendix"
-min_depths = [1, 2, 4]  # shallowest depth kept in the fit, for the sensitivity check
 threads = 0
 nb.end_of_parameters(globals())
 
@@ -69,18 +82,45 @@ params = {name: r["parameters"] for name, r in results.items()}
 
 # %%
 difficult = losses["03_difficult"]
+RANKED = ["key_dim", *tables.SPECTRUM]
 table1 = pd.DataFrame()
 if difficult is not None:
-    soft2 = difficult[(difficult.model == "softmax") & (difficult.top_k == 2)]
-    table1 = tables.fit_table(soft2, ["key_dim", *tables.SPECTRUM])
-    weighted = tables.fit_table(soft2, ["key_dim", *tables.SPECTRUM], weighted=True)
-    table1[["alpha_weighted", "alpha_weighted_se"]] = weighted[["alpha", "alpha_se"]].to_numpy()
+    soft2 = difficult[(difficult.model == "softmax") & (difficult.top_k == 2) & (difficult.sweep == "main")]
     linear = difficult[(difficult.model == "linear") & (difficult.top_k == 2)]
+    table1 = estimates.estimate_table(soft2, RANKED)
     plateau = tables.plateau_of(linear, tables.SPECTRUM).rename("linear_plateau")
     table1 = table1.join(plateau, on=tables.SPECTRUM)
     table1["L0 / linear plateau"] = table1.L0 / table1.linear_plateau
     nb.save_table(s, table1, "table1_softmax_top2")
-table1
+table1[[c for c in table1.columns if not c.endswith(("68", "c_lo95", "c_hi95"))]].round(3) if len(table1) else table1
+
+# %% [markdown]
+# ## How much the fit moves: every headline sweep under every choice
+# One row per (sweep, fit): alpha and L0 with their 95 % intervals over seeds. The protocol's fit
+# is the first of each sweep; the figure draws each choice's alpha with its interval, one panel per
+# rank, so a move larger than the interval stands out.
+
+# %%
+variants = pd.DataFrame()
+if difficult is not None:
+    variants = estimates.fit_variants(soft2, RANKED)
+    nb.save_table(s, variants, "fit_sensitivity")
+    fig, axes = plt.subplots(1, soft2.key_dim.nunique(), figsize=(4 * soft2.key_dim.nunique(), 3.6), sharey=True,
+                             squeeze=False, layout="constrained")
+    names = list(estimates.FIT_VARIANTS)
+    for ax, (k, part) in zip(axes[0], variants.groupby("key_dim")):
+        for j, ((a, b), sweep) in enumerate(part.groupby(tables.SPECTRUM)):
+            sweep = sweep.set_index("fit").loc[names]
+            x = np.arange(len(names)) + 0.25 * (j - 1)
+            ax.errorbar(x, sweep.alpha, yerr=[sweep.alpha - sweep.alpha_lo95, sweep.alpha_hi95 - sweep.alpha],
+                        fmt="o", ms=4, capsize=2, label=plots.spectrum_label(a, b))
+        ax.axhline(1.0, color="grey", ls="--", lw=1)
+        ax.set_xticks(range(len(names)), [n.split(":")[0] for n in names], rotation=60, ha="right", fontsize=7)
+        ax.set_title(f"key_dim {k}", fontsize=9)
+    axes[0, 0].set_ylabel("alpha (95 % interval over seeds)")
+    axes[0, 0].legend(fontsize=7)
+    sens_png = nb.save_figure(s, fig, "fit_sensitivity")
+variants.pivot_table(index=RANKED, columns="fit", values="alpha").round(2) if len(variants) else variants
 
 # %% [markdown]
 # ## Table 2 — linear attention on the easy task against the two references (A.2)
@@ -109,18 +149,19 @@ table2
 # The floor is the loss of the best predictor proportional to `Sigma_c x_q` (the paper's), and of the
 # same predictor built from the context's sample covariance `S` (which a one-layer linear model can
 # compute, so it can sit below the paper's floor). Notebook 03 computed both, with its own number
-# of Monte Carlo contexts; the plateau is the lowest linear loss over depths. `relative_gap` is
-# measured against the `S` floor (the one C3 is judged against, see notebook 03),
-# `relative_gap_population` against the `Sigma_c` floor.
+# of Monte Carlo contexts; the plateau is the lowest linear loss over depths, with its interval over
+# seeds. `floor_match` (plateau over the `S` floor, the one C3 is judged against, see notebook 03)
+# and `relative_gap_population` (against the `Sigma_c` floor) compare them.
 
 # %%
 table3 = pd.DataFrame()
 if difficult is not None:
     floors = pd.DataFrame(results["03_difficult"]["numbers"]["table3"])
-    table3 = floors.rename(columns={"linear_best": "trained_plateau", "mc_floor": "floor_sigma", "mc_floor_se": "floor_sigma_se",
-                                    "mc_floor_empirical": "floor_sample_cov"})[
-        ["input_exponent", "task_exponent", "trained_plateau", "floor_sigma", "floor_sigma_se", "floor_sample_cov",
-         "relative_gap", "relative_gap_population"]]
+    table3 = floors.rename(columns={"linear_best": "trained_plateau", "linear_best_lo95": "trained_plateau_lo95",
+                                    "linear_best_hi95": "trained_plateau_hi95", "mc_floor": "floor_sigma",
+                                    "mc_floor_se": "floor_sigma_se", "mc_floor_empirical": "floor_sample_cov"})[
+        ["input_exponent", "task_exponent", "n_seeds", "trained_plateau", "trained_plateau_lo95", "trained_plateau_hi95",
+         "floor_sigma", "floor_sigma_se", "floor_sample_cov", "floor_match", "relative_gap_population"]]
     nb.save_table(s, table3, "table3_linear_floor")
 table3
 
@@ -132,20 +173,19 @@ table4 = pd.DataFrame()
 if difficult is not None:
     soft = difficult[difficult.model == "softmax"]
     broad = soft[(soft.top_k != 2) | ((soft.input_exponent > 0) & (soft.task_exponent > 0))]
-    table4 = tables.fit_table(broad, ["top_k", "key_dim", *tables.SPECTRUM])
+    table4 = estimates.estimate_table(broad, ["top_k", "key_dim", *tables.SPECTRUM])
     nb.save_table(s, table4, "table4_broader")
 table4
 
 # %% [markdown]
 # ## Table 5 — convergence of the shared error (§D.4)
 # `L0 − C_L ∝ L^(-gamma)` with `L0` fixed from each sweep's loss fit. Where the shared error ends
-# above the fitted floor the gap has no logarithm and the row says so instead of giving a number.
+# above the fitted floor the gap has no logarithm: `gap_positive` is then below 1 and gamma NaN.
 
 # %%
 table5 = pd.DataFrame()
 if difficult is not None:
-    by = ["top_k", "key_dim", *tables.SPECTRUM]
-    table5 = tables.gap_table(soft, tables.fit_table(soft, by), by)
+    table5 = estimates.gap_table(soft, ["top_k", "key_dim", *tables.SPECTRUM])
     nb.save_table(s, table5, "table5_shared_error")
 table5
 
@@ -156,41 +196,28 @@ table5
 general = losses["04_generalized"]
 tableC = pd.DataFrame()
 if general is not None:
-    tableC = tables.fit_table(general, ["model", "top_k", "key_dim", *tables.SPECTRUM])
+    tableC = estimates.estimate_table(general, ["model", "top_k", "key_dim", *tables.SPECTRUM])
     nb.save_table(s, tableC, "tableC_generalized")
 tableC
 
-# %% [markdown]
-# ## How robust are the exponents? Leaving out the shallowest depths
-# A power law describes the asymptote; if the exponent moves a lot when depth 1 (or 1–2) is left
-# out, the curve is not yet in its asymptotic regime over the trained depths.
-
-# %%
-fig, ax = plt.subplots(figsize=(5.5, 3.5))
-sens = pd.DataFrame()
-if difficult is not None and len(soft2):
-    sens = tables.min_depth_sensitivity(soft2, ["key_dim", *tables.SPECTRUM], s["min_depths"])
-    for (k, a, b), part in sens.groupby(["key_dim", *tables.SPECTRUM]):
-        ax.errorbar(part.min_depth, part.alpha, yerr=part.alpha_se.clip(upper=5), marker="o", capsize=2,
-                    label=f"d_k = {k}, {plots.spectrum_label(a, b)}")
-    nb.save_table(s, sens, "alpha_vs_min_depth")
-ax.axhline(1.0, color="grey", ls="--", lw=1, label="alpha = 1 (inverse depth)")
-ax.set_xscale("log", base=2)
-ax.set_xlabel("shallowest depth in the fit")
-ax.set_ylabel("fitted alpha (softmax, top-2)")
-ax.legend(fontsize=7)
-sens_png = nb.save_figure(s, fig, "alpha_vs_min_depth")
-
 # %%
 numbers = {"table1": table1.to_dict("records"), "table2": table2.to_dict("records"), "table3": table3.to_dict("records"),
-           "table4": table4.to_dict("records"), "table5": table5.to_dict("records"), "tableC": tableC.to_dict("records")}
+           "table4": table4.to_dict("records"), "table5": table5.to_dict("records"), "tableC": tableC.to_dict("records"),
+           "fit_sensitivity": variants.to_dict("records")}
 nb.write_results(s, numbers)
+
+# %% [markdown]
+# The regression check prints the seed-mean losses these fits start from (they survive another CPU
+# at this precision) and, for each fit, its exponent only where the ill-conditioning rule finds it
+# sound (`ill-conditioned` otherwise).
 
 # %%
 # NBVAL_CHECK_OUTPUT
 summary = {}
-for name, t, col in (("table1 alpha", table1, "alpha"), ("table1 L0", table1, "L0"), ("table2 measured alpha", table2, "measured_alpha"),
-                     ("table3 plateau", table3, "trained_plateau"), ("table3 floor", table3, "floor_sigma"),
-                     ("table4 alpha", table4, "alpha"), ("table5 gamma", table5, "gamma"), ("tableC alpha", tableC, "alpha")):
-    summary[name] = t[col].round(6).tolist() if col in t else []
+for name, t in (("table1", table1), ("table4", table4), ("tableC", tableC)):
+    if len(t):
+        summary[f"{name} R_1"] = t.R_1.tolist()
+        summary[f"{name} R_deepest"] = t.R_deepest.tolist()
+        summary[f"{name} alpha"] = [nb.fit_value(r.alpha, r.fit_problem) for r in t.itertuples()]
+summary["table3 plateau"] = table3.trained_plateau.tolist() if len(table3) else []
 nb.show(summary, digits=2)
