@@ -1,8 +1,11 @@
-"""The parts of REPORT.md that are more than one row per claim: the regime story that leads it
-(from notebook 06's results) and the per-key_dim verdicts of the claims judged along the rank axis."""
+"""REPORT.md and claims.json, written by `icl reproduce` from every notebook's results.json: one
+row per claim with its verdict and measured numbers, the regime story that leads it (from notebook
+06's results), the per-key_dim verdicts of the claims judged along the rank axis, the criteria,
+and the times of the last run."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 REGIMES = "06_regimes"
@@ -72,3 +75,91 @@ def by_rank(c: dict) -> str:
 
 def _pct(x: float) -> str:
     return f"{100 * float(x):.1f} %"
+
+
+def write_report(root: Path, where: str, profile: str, notebooks) -> Path:
+    """REPORT.md and claims.json in root/where: one row per claim, from every notebook's results.json."""
+    base = root / where
+    rows = []
+    for name in notebooks:
+        path = base / name / "results.json"
+        if path.exists():
+            rows += [{**c, "notebook": name} for c in json.loads(path.read_text())["claims"]]
+    rows.sort(key=claim_order)
+    (base / "claims.json").write_text(json.dumps(rows, indent=1))
+    import pandas as pd
+
+    from .notebook import markdown_table
+
+    table = pd.DataFrame([{"id": c["id"], "claim": c["claim"], "status": c["status"], "by key_dim": by_rank(c),
+                           "measured": "; ".join(f"{k} = {_short(v)}" for k, v in c["measured"].items()),
+                           "figure": figure_link(root, where, c["figure"])}
+                          for c in rows])
+    times = json.loads((base / "timings.json").read_text()) if (base / "timings.json").exists() else {}
+    text = (f"# Reproduction report ({profile} profile)\n\n"
+            "Each row is one claim of the paper in our words, the numbers our runs measured, and the verdict "
+            "under the criterion written in the notebook before the numbers were computed.\n\n"
+            + failure_lines(times) + regime_section(base) + "## The claims\n\n"
+            + (markdown_table(table) if rows else "No results yet: run `make reproduce`.\n")
+            + "\n" + rank_section(rows, _short)
+            + "\n## The criteria\n\n" + "".join(f"- `{c['id']}` criterion: {c['criterion']}\n" for c in rows)
+            + timing_line(times))
+    (base / "REPORT.md").write_text(text)
+    return base / "REPORT.md"
+
+
+def timing_line(times: dict) -> str:
+    """Wall time of each notebook in its last run, with how many runs it trained (the rest were
+    read from the run cache, which is what makes a second run fast), or that it failed."""
+    if not times:
+        return ""
+
+    def part(name, t):
+        if t.get("status", "ok") != "ok":
+            return f"{name} FAILED after {t['seconds']:.0f} s"
+        trained = "no run cache" if t["runs_trained"] is None else f"{t['runs_trained']} runs trained"
+        return f"{name} {t['seconds']:.0f} s ({trained})"
+
+    parts = [part(name, t) for name, t in sorted(times.items())]
+    return "\nWall time of each notebook's last run: " + ", ".join(parts) + ".\n"
+
+
+def failure_lines(times: dict) -> str:
+    """A warning at the top of the report for each notebook whose last run failed."""
+    lines = [f"> **The last run of `{name}` failed** ({t.get('error', 'no reason recorded')}"
+             + (f"; log: `{t['log']}`" if t.get("log") else "")
+             + "). Its rows below, if any, come from its previous complete run.\n"
+             for name, t in sorted(times.items()) if t.get("status", "ok") != "ok"]
+    return "".join(lines) + ("\n" if lines else "")
+
+
+def figure_link(root: Path, where: str, figure: str) -> str:
+    """A Markdown link relative to the report; a figure that is not on disk is said to be missing."""
+    name = Path(figure).name
+    if not (root / figure).exists():
+        return f"{name} (missing: rerun its notebook)"
+    return f"[{name}]({Path(figure).relative_to(where)})"
+
+
+def claim_order(c: dict) -> tuple:
+    """C1 < C2 < ... < C6a < C6b < ... < C10: by number, then by the letter after it."""
+    m = re.fullmatch(r"C(\d+)(\w*)", c["id"])
+    return (int(m.group(1)), m.group(2)) if m else (10**6, c["id"])
+
+
+def _short(v) -> str:
+    """A measured value in a table cell: 3 significant digits; an estimate with its 95 % interval
+    and seed count, '1.25 [1.10, 1.41] (5 seeds)'."""
+    if isinstance(v, dict) and {"value", "ci95", "n_seeds"} <= set(v):
+        lo, hi = v["ci95"]
+        inner = f" [{_short(lo)}, {_short(hi)}]" if lo is not None and hi is not None else ""
+        return f"{_short(v['value'])}{inner} ({v['n_seeds']} seed{'s' if v['n_seeds'] != 1 else ''})"
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_short(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_short(x)}" for k, x in v.items()) + "}"
+    return str(v)
