@@ -48,7 +48,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import bounds, estimates, modes
+from icl import bounds, estimates, grids, modes
 from icl import notebook as nb
 from icl import plots, tables, theory
 from icl.claims import difficult as rules
@@ -154,20 +154,12 @@ key_dims, primary = s["key_dims"], s["key_dims"][0]  # C6b and the mode-wise pro
 # %% [markdown]
 # ## The runs
 # The main softmax sweep at every rank and spectrum, the linear model on the same spectra (same
-# seeds), and the two smaller sweeps of C10 at every rank. Mode-wise losses are recorded along
-# training for `mode_spectrum` (linear model, and softmax at the first rank).
+# seeds), and the two smaller sweeps of C10 at every rank (`icl.grids.difficult`). Mode-wise losses
+# are recorded along training for `mode_spectrum` (linear model, and softmax at the first rank).
 
 # %%
-base = dict(task="difficult", top_k=s["top_k"])
-probed = lambda c: [c.input_exponent, c.task_exponent] == mode_spectrum and c.key_dim in (primary, s["linear_key_dim"])
-track = lambda cfgs: [c.replace(track_modes=True, eval_points=s["mode_eval_points"]) if probed(c) else c for c in cfgs]
-ranked = lambda depths, seeds, spectra, **kw: [c for k in key_dims for c in s.grid(depths, seeds, spectra, model="softmax",
-                                                                                    key_dim=k, **{**base, **kw})]
-main = s.run(track(ranked(s["depths"], s["seeds"], s["spectra"])))
-linear = s.run(track(s.grid(s["linear_depths"], s["seeds"], s["spectra"], model="linear",
-                            learning_rate=s["linear_learning_rate"], key_dim=s["linear_key_dim"], **base)))
-joint = s.run(ranked(s["extra_depths"], s["extra_seeds"], s["joint_spectra"]))
-wide = s.run(ranked(s["extra_depths"], s["extra_seeds"], s["wide_spectra"], top_k=s["wide_top_k"]))
+runs = {name: s.run(cfgs) for name, cfgs in grids.difficult(s).items()}  # the configs: icl.grids.difficult
+main, linear, joint, wide = (runs[k] for k in ("main", "linear", "joint", "wide"))
 frames = {name: nb.losses_frame(rs) for name, rs in dict(main=main, linear=linear, joint=joint, wide=wide).items()}
 df = pd.concat([f.assign(sweep=name) for name, f in frames.items()], ignore_index=True)
 nb.save_table(s, df, "losses")

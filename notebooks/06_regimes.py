@@ -49,7 +49,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import estimates
+from icl import estimates, grids
 from icl import notebook as nb
 from icl import plots, regimes
 from icl.claims import claim, show_claims
@@ -92,11 +92,7 @@ nb.end_of_parameters(globals())
 # %%
 s = nb.parameters(globals())
 a, b = s["spectra"][0]
-slices = regimes.map_slices(s["dim"], s["context_length"], s["key_dims"], s["context_lengths"], s["dims"],
-                            s["context_per_dim"], s["key_fractions"])
-cells = regimes.unique_cells(slices)
-deep_cell = regimes.Cell(s["dim"], s["context_length"], s["deep_key_dim"])
-depths_of = lambda c: s["deep_depths"] if c == deep_cell else s["depths"]
+slices, cells, depths_of = grids.regime_cells(s)
 pd.DataFrame([{**vars(c), "depths": f"1-{max(depths_of(c))}"} for c in cells])
 
 # %% [markdown]
@@ -133,13 +129,7 @@ pd.DataFrame([{**vars(c), "depths": f"1-{max(depths_of(c))}"} for c in cells])
 # when their settings agree.
 
 # %%
-def cell_runs(c: regimes.Cell) -> list:
-    batch = s["large_batch_size"] if c.context_length >= s["large_context"] else s["batch_size"]
-    return s.grid(depths_of(c), s["seeds"], [[a, b]], model="softmax", task="difficult", dim=c.dim,
-                  context_length=c.context_length, key_dim=c.key_dim, batch_size=batch)
-
-
-results = s.run([cfg for c in cells for cfg in cell_runs(c)])
+results = s.run(grids.regimes(s)["cells"])  # the configs: icl.grids.regimes
 df = nb.losses_frame(results).assign(dim=[r["config"]["dim"] for r in results],
                                      context_length=[r["config"]["context_length"] for r in results])
 nb.save_table(s, df, "losses")

@@ -52,7 +52,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import bounds, estimates, regimes
+from icl import bounds, estimates, grids, regimes
 from icl import notebook as nb
 from icl import plots, subspaces, tables
 from icl.claims import claim, show_claims
@@ -226,10 +226,7 @@ temperatures.pivot_table(index="cell", columns="depth", values=["trained", "rand
 # carry and the readout are trained.
 
 # %%
-base = task_config(p03, regimes.Cell(d03, P03, ablation_key_dims[0])).replace(model="softmax", top_k=p03["top_k"],
-                                                                               device=s["device"])
-ablation_runs = s.run([base.replace(key_dim=k, subspace=kind, depth=L, seed=seed) for k in s["ablation_key_dims"]
-                       for kind in s["ablation_kinds"] for seed in s["ablation_seeds"] for L in p03["depths"]])
+ablation_runs = s.run(grids.mechanism(s, p03)["ablation"])  # the configs: icl.grids.mechanism
 ablation = nb.losses_frame(ablation_runs)
 nb.save_table(s, ablation, "ablation_losses")
 fig, axes = plt.subplots(1, len(s["ablation_key_dims"]), figsize=(5.2 * len(s["ablation_key_dims"]), 3.8), squeeze=False)
