@@ -221,9 +221,27 @@ def fit_value(value, problem: str | None):
 
 
 def show(numbers: dict, digits: int = 3) -> None:
-    """Print numbers rounded to `digits` significant digits, one per line: the lines nbval checks."""
+    """Print numbers rounded to `digits` significant digits, one per line: the lines nbval checks.
+    With ICL_CHECKED_VALUES naming a file (scripts/variants.py), each line is also appended to it
+    with its numbers unrounded, so that their spread across CPUs can be measured."""
+    record = os.environ.get("ICL_CHECKED_VALUES")
     for k, v in numbers.items():
-        print(f"{k}: {_fmt(v, digits)}")
+        line = f"{k}: {_fmt(v, digits)}"
+        print(line)
+        if record:
+            with open(record, "a") as f:
+                f.write(json.dumps({"line": line, "values": _flat(v)}) + "\n")
+
+
+def _flat(v) -> list:
+    """Every number in a nesting of lists and dicts, in order (strings and booleans as they are)."""
+    if isinstance(v, dict):
+        return [x for item in v.values() for x in _flat(item)]
+    if isinstance(v, (list, tuple)):
+        return [x for item in v for x in _flat(item)]
+    if isinstance(v, (float, np.floating, int, np.integer)) and not isinstance(v, bool):
+        return [float(v)]
+    return [str(v)]
 
 
 def _fmt(v, digits):
