@@ -241,7 +241,7 @@ def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
     result["runs_trained"] = len(stored) if params.get("cache_dir") else None
     if result["status"] == "ok":
         kernel_log.unlink(missing_ok=True)
-        publish(root, paths)
+        publish(root, where)
     else:
         result["log"] = os.path.relpath(where["log"], root)
         if out.exists():

@@ -1,11 +1,17 @@
-"""Shared fixtures and helpers: tiny configurations that train in a fraction of a second."""
+"""Shared fixtures and helpers: tiny configurations that train in a fraction of a second, and a copy
+of the repository for tests that delete files or kill processes."""
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
 
+from icl import paths
 from icl.config import RunConfig
 from icl.models import build
 from icl.tasks import make_generator, sample_batch
 
+ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("linear", "softmax", "shared_stream", "untied_values", "context_updates")
 ENSEMBLES = ("softmax", "shared_stream", "untied_values", "context_updates")  # models with layer_preds
 
@@ -53,3 +59,20 @@ def built(cfg: RunConfig, depths, seed: int = 0):
     stack = build(cfg, list(depths))
     randomise(stack, seed)
     return stack
+
+
+@pytest.fixture
+def clone(tmp_path, monkeypatch):
+    """The code of the repository in tmp_path/repo (no outputs, no .venv), as the working directory,
+    with a user's own files in outputs/ and beside the repository."""
+    repo = tmp_path / "repo"
+    for part in ("icl", "notebooks", "params"):
+        shutil.copytree(ROOT / part, repo / part, ignore=shutil.ignore_patterns("__pycache__", "*.ipynb_checkpoints"))
+    shutil.copy(ROOT / "pyproject.toml", repo)
+    (repo / "outputs").mkdir()
+    (repo / "outputs" / "notes.txt").write_text("mine")
+    (tmp_path / "precious").mkdir()
+    (tmp_path / "precious" / "thesis.tex").write_text("mine")
+    monkeypatch.chdir(repo)
+    monkeypatch.delenv(paths.OUTPUT_ROOT_ENV, raising=False)
+    return repo

@@ -1,7 +1,6 @@
 """No value a user types makes icl delete or overwrite their files: an output folder must lie inside
 the repository's outputs/ (or a root named in ICL_OUTPUT_ROOT) and be one icl made. Every test works
 on a copy of the repository in its own temporary folder and points at nothing outside it."""
-import shutil
 from pathlib import Path
 
 import pytest
@@ -9,25 +8,6 @@ import pytest
 from icl import notebook as nb
 from icl import paths
 from icl.cli import main
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def clone(tmp_path, monkeypatch):
-    """The code of the repository in tmp_path/repo (no outputs, no .venv), as the working directory,
-    with a user's own files in outputs/ and beside the repository."""
-    repo = tmp_path / "repo"
-    for part in ("icl", "notebooks", "params"):
-        shutil.copytree(ROOT / part, repo / part, ignore=shutil.ignore_patterns("__pycache__", "*.ipynb_checkpoints"))
-    shutil.copy(ROOT / "pyproject.toml", repo)
-    (repo / "outputs").mkdir()
-    (repo / "outputs" / "notes.txt").write_text("mine")
-    (tmp_path / "precious").mkdir()
-    (tmp_path / "precious" / "thesis.tex").write_text("mine")
-    monkeypatch.chdir(repo)
-    monkeypatch.delenv(paths.OUTPUT_ROOT_ENV, raising=False)
-    return repo
 
 
 def files(folder: Path) -> dict[str, str]:

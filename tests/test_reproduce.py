@@ -217,3 +217,13 @@ def test_a_second_reproduction_of_the_same_profile_is_refused(tmp_path, monkeypa
     finally:
         held.close()
     rep.hold_lock(tmp_path, "ci").close()  # released
+
+
+def test_a_completed_notebook_is_published_into_its_output_folder(clone):
+    """A real ci run in a copy of the repository: the staged folder replaces the output folder."""
+    params = rep.notebook_parameters(clone, "ci", "02_easy_nonlinear", "cpu")
+    r = rep.run_notebook(str(clone), "02_easy_nonlinear", params, {"MPLBACKEND": "Agg"})
+    assert r["status"] == "ok", r
+    final = clone / params["output_dir"]
+    assert (final / "02_easy_nonlinear.ipynb").is_file() and (final / paths_module.MARKER).is_file()
+    assert not rep.staging_paths(clone, params, "02_easy_nonlinear")["stage"].exists()
