@@ -21,11 +21,12 @@ import pandas as pd
 
 from . import paths
 from .cache import RunCache
-from .config import ConfigError, RunConfig, field_names
+from .config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, coerce, field_names, within
 from .paths import repo_root
 from .sweep import expand, run_sweep
 
 _DECLARED: dict[str, object] = {}
+EXPONENTS = ("input_exponent", "task_exponent")
 PARAMETER_TYPES = (bool, int, float, str, list, tuple, dict, type(None))
 
 
@@ -109,11 +110,7 @@ def parameters(ns: dict, make_outputs: bool = True) -> Settings:
     values = {k: _check_type(k, current[k], d) for k, d in _DECLARED.items()}
     # A custom spectrum given on the papermill command line replaces the notebook's list of spectra.
     if values.get("input_exponent") is not None or values.get("task_exponent") is not None:
-        custom = [float(values.get("input_exponent") or 0.0), float(values.get("task_exponent") or 0.0)]
-        for v in custom:
-            if not math.isfinite(v):
-                raise ConfigError(f"input_exponent/task_exponent: {v!r} is not a finite number")
-        values["spectra"] = [custom]
+        values["spectra"] = [[_exponent(k, values.get(k)) for k in EXPONENTS]]
     values.pop("input_exponent", None), values.pop("task_exponent", None)
     _validate_axes(values)
     if values.get("threads"):
@@ -138,11 +135,23 @@ def _validate_axes(values: dict) -> None:
             if key != "seeds" and min(v) < 1:
                 what = "depth" if key.endswith("depths") else "entry"
                 raise ConfigError(f"{key}: {v!r} is not allowed; every {what} must be >= 1")
+            if key == "seeds" and not all(SEED_RANGE[0] <= x <= SEED_RANGE[1] for x in v):
+                raise ConfigError(f"{key}: {v!r} is not allowed; every seed must be in [0, 2**32 - 1]")
         if key.endswith("spectra"):
             ok = isinstance(v, list) and all(isinstance(s, (list, tuple)) and len(s) == 2 and
-                                             all(isinstance(x, (int, float)) and math.isfinite(x) for x in s) for s in v)
+                                             all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in s) for s in v)
             if not ok:
                 raise ConfigError(f"{key}: {v!r} is not allowed; it must be a list of [input_exponent, task_exponent] pairs")
+            for pair in v:
+                for name, x in zip(EXPONENTS, pair):
+                    within(f"{key}: {name}", x, *EXPONENT_RANGE)
+
+
+def _exponent(key: str, value) -> float:
+    """A custom spectrum's exponent from papermill or `reproduce -p`, as RunConfig would take it."""
+    x = coerce(key, 0.0 if value is None else value)  # ConfigError: "input_exponent: 'abc' is not a number"
+    within(key, x, *EXPONENT_RANGE)
+    return x
 
 
 # ---------------------------------------------------------------- outputs

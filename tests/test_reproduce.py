@@ -38,6 +38,10 @@ def one_error_line(capsys, argv, *words) -> str:
     ("top_k", "1.5", ["03_difficult", "top_k", "1.5"]),
     ("depths", "[0, 2]", ["03_difficult", "depths", "every depth must be >= 1"]),
     ("input_exponet", "1.3", ["input_exponet"]),
+    ("input_exponent", "abc", ["03_difficult", "input_exponent", "'abc'", "not a number"]),  # was a ValueError traceback
+    ("task_exponent", "-1000", ["03_difficult", "task_exponent", "-1000", "[-10, 10]"]),
+    ("spectra", "[[0, 50]]", ["03_difficult", "spectra", "50", "[-10, 10]"]),
+    ("seeds", "[99999999999999999999]", ["03_difficult", "seeds", "99999999999999999999"]),
 ])
 def test_bad_parameter_stops_before_any_notebook_starts(capsys, monkeypatch, key, value, words):
     monkeypatch.setattr(rep, "run_notebook", lambda *a: pytest.fail("a notebook started"))

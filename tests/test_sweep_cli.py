@@ -53,6 +53,12 @@ BAD_TRAIN = [
     (["--depth=2.5"], "depth"),
     (["--normalize-inputs=maybe"], "normalize_inputs"),
     (["--no-such-flag=1"], "--no-such-flag"),
+    # non-finite or absurd values (issue 18): accepted before, then a divergence or a traceback
+    (["--learning-rate=inf"], "learning_rate"),
+    (["--init-scale=inf"], "init_scale"),
+    (["--label-noise=inf"], "label_noise"),
+    (["--input-exponent=-1000"], "input_exponent"),
+    (["--seed=99999999999999999999"], "seed"),
 ]
 
 
