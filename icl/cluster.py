@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -58,6 +59,13 @@ def job_parameters(executor_name: str, overrides: dict) -> dict:
     return params
 
 
+def check_available(executor_name: str) -> None:
+    """Before any work: submitit's own check comes when the jobs are submitted, as a long traceback."""
+    if executor_name == "slurm" and not shutil.which("srun"):
+        raise ConfigError("executor: SLURM was not found on this machine (no srun on PATH); run on a SLURM login "
+                          "node, or use --executor submitit-local to run the jobs here")
+
+
 def make_executor(executor_name: str, folder: str | os.PathLike, params: dict):
     import submitit
 
@@ -77,6 +85,7 @@ def submitit_runner(executor_name: str, folder: str | os.PathLike, cache: RunCac
     Job logs and pickles go to `folder`; on a cluster, `folder`, the cache and this Python
     environment (with icl installed) must be on a file system the nodes share."""
     params = job_parameters(executor_name, parameters)
+    check_available(executor_name)
     cache_root = None if cache is None else str(Path(cache.root).resolve())
 
     def runner(groups: list[list[RunConfig]]) -> list[list[dict]]:
