@@ -37,25 +37,17 @@ def check_output_path(path: str | None, flag: str = "--json") -> None:
     """ConfigError unless `path` can be written: checked before training, so no result is lost."""
     if not path or path == "-":
         return
-    import os
-    import tempfile
+    from .paths import check_writable
 
     target = Path(path)
     if target.is_dir():
         raise ConfigError(f"{flag}: {path} is a folder; give a file path (or '-' for standard output)")
-    folder = next(p for p in (target.parent, *target.parent.parents) if p.exists())
-    if not folder.is_dir():
-        raise ConfigError(f"{flag}: {path} cannot be written; {folder} is not a folder")
-    try:
-        if target.exists():
-            with open(target, "a"):
-                pass
-        else:
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-probe-")
-            os.close(fd)
-            os.unlink(tmp)
-    except OSError as err:
-        raise ConfigError(f"{flag}: {path} cannot be written (in {folder}: {err.strerror}); give a writable path") from None
+    check_writable(target.parent, flag, path, "give a writable path")
+    if target.exists():
+        try:
+            open(target, "a").close()
+        except OSError as err:
+            raise ConfigError(f"{flag}: {path} is not writable ({err.strerror}); give a writable path") from None
 
 
 def write_json(obj, path: str) -> None:

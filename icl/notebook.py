@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from . import paths
-from .cache import RunCache
+from .cache import MemoryCache, RunCache
 from .config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, coerce, field_names, within
 from .paths import repo_root
 from .sweep import expand, run_sweep
@@ -86,8 +85,10 @@ class Settings:
         return expand({**self._run_values(), **overrides, "spectra": spectra, "seeds": seeds, "depths": depths}, "parameters")
 
     def run(self, cfgs: list[RunConfig]) -> list[dict]:
-        """Train (or read from the cache) every config; groups train in one batched pass."""
-        cache = self.cache or RunCache(tempfile.mkdtemp(prefix="icl-runs-"))
+        """Train (or read from the cache) every config; groups train in one batched pass. Without a
+        cache_dir every call trains afresh, as it always did, in a cache that lives in memory only
+        (a temporary folder per call was left behind by every run)."""
+        cache = self.cache or MemoryCache()
         return run_sweep(cfgs, cache, progress=self.values.get("progress", True))
 
     def path(self, name: str) -> Path:

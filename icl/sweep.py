@@ -4,6 +4,7 @@ to the run cache at once, so a killed sweep resumes where it stopped."""
 from __future__ import annotations
 
 import itertools
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -80,13 +81,14 @@ def groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
     return list(out.values())
 
 
-def check_before_training(todo: list[list[RunConfig]], cache: RunCache, memory: bool = True) -> None:
-    """ConfigError if a group cannot fit in this machine's memory or the cache cannot take its results."""
+def check_before_training(todo: list[list[RunConfig]], cache: RunCache, folders, memory: bool = True) -> None:
+    """ConfigError if a group cannot fit in this machine's memory or the cache (the shard `folders`
+    included) cannot take its results."""
     from .memory import check_fits
 
     for group in todo if memory else []:
         check_fits(group[0], [c.depth for c in group])
-    cache.check_writable()
+    cache.check_writable(folders)
 
 
 def run_sweep(cfgs: list[RunConfig], cache: RunCache | None = None, progress: bool = True,
@@ -94,19 +96,25 @@ def run_sweep(cfgs: list[RunConfig], cache: RunCache | None = None, progress: bo
     """Results in the order of cfgs. Cached runs are read; the others train group by group
     (or through `runner`, e.g. a cluster executor, which gets all the missing groups at once)."""
     cache = cache or RunCache()
-    results = {c: cache.load(c) for c in dict.fromkeys(cfgs)}
+    where = {c: cache.path(c) for c in dict.fromkeys(cfgs)}  # each key computed once
+    results = {c: cache.load(c, path) for c, path in where.items()}
     # A group with any run missing trains whole: a kill between two stores of one group leaves it
     # half cached, and its missing runs trained alone would differ in float rounding from the
     # batched pass of an uninterrupted sweep. Runs already cached keep their entry.
     todo = [g for g in groups(list(results)) if any(results[c] is None for c in g)]
     if todo:  # refused before anything trains, so that no training is lost
-        check_before_training(todo, cache, memory=runner is None)  # a cluster's nodes have their own memory
+        folders = {where[c].parent for g in todo for c in g if results[c] is None}
+        check_before_training(todo, cache, folders, memory=runner is None)  # a cluster's nodes have their own memory
+    unstored = []
 
     def keep(group: list[RunConfig], rs: list[dict]) -> None:
         for c, r in zip(group, rs):
             if results[c] is None:
-                cache.store(c, r)
                 results[c] = r
+                try:
+                    cache.store(c, r, where[c])
+                except OSError as err:  # e.g. the disk filled up after the check: keep the result
+                    unstored.append(f"{where[c].parent}: {err.strerror}")
 
     if runner is not None and todo:
         for group, rs in zip(todo, runner(todo)):
@@ -118,6 +126,9 @@ def run_sweep(cfgs: list[RunConfig], cache: RunCache | None = None, progress: bo
             keep(group, train_group(group, progress=progress))
             bar.update(len(group))
         bar.close()
+    if unstored:
+        print(f"icl: warning: {len(unstored)} finished run(s) could not be written to the cache ({unstored[0]}); "
+              "they are in the results returned (--json), and a rerun trains them again", file=sys.stderr)
     return [results[c] for c in cfgs]
 
 
