@@ -3,6 +3,7 @@
 only when its run completes, and a failed run says so in one line, in a log and in REPORT.md."""
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -231,3 +232,14 @@ def test_a_completed_notebook_is_published_into_its_output_folder(clone):
     final = clone / params["output_dir"]
     assert (final / "02_easy_nonlinear.ipynb").is_file() and (final / paths_module.MARKER).is_file()
     assert not rep.staging_paths(clone, params, "02_easy_nonlinear")["stage"].exists()
+
+
+def test_make_reproduce_runs_one_notebook_per_core_under_omp_num_threads_1():
+    """`JOBS ?= $(shell nproc)` gave 1 under OMP_NUM_THREADS=1 (nproc obeys it): one notebook at a time."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(["make", "-n", "-s", "reproduce"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    line = [line for line in proc.stdout.splitlines() if "icl reproduce" in line][-1]
+    default = subprocess.run([sys.executable, "-c", "from icl.reproduce import cores; print(cores())"], env=env,
+                             capture_output=True, text=True, timeout=60).stdout.strip()
+    jobs = re.search(r"--jobs (\d+)", line)
+    assert (jobs.group(1) if jobs else default) == default == str(len(os.sched_getaffinity(0))), (line, default)
