@@ -155,6 +155,26 @@ def _exponent(key: str, value) -> float:
     return x
 
 
+def _config_errors_in_one_line() -> None:
+    """In a kernel (papermill, JupyterLab), a ConfigError shows as its one line, like the command
+    line's: its traceback (the frames of icl's checks) says nothing its message does not. Every
+    other exception keeps IPython's full traceback. Set when a notebook imports this module, so no
+    notebook needs a cell for it."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    def one_line(shell, etype, value, tb, tb_offset=None):  # _showtraceback: what the kernel sends as the error
+        shell._showtraceback(etype, value, shell.InteractiveTB.get_exception_only(etype, value))
+
+    shell = get_ipython()
+    if shell is not None:
+        shell.set_custom_exc((ConfigError,), one_line)
+
+
+_config_errors_in_one_line()
+
+
 # ---------------------------------------------------------------- outputs
 
 
