@@ -9,8 +9,9 @@ The key is a hash of
 
 An entry is used only if it parses, carries its own key, passes its checksum, holds exactly the
 requested config and has result fields of the expected types (`RESULT_FIELDS`: e.g. a finite
-float `final_loss`). Anything else is reported in one line on standard error and recomputed,
-never used.
+float `final_loss`; `DIVERGED_FIELDS` for a run recorded as diverged, which a sweep reports and
+does not train again unless `retry_diverged`). Anything else is reported in one line on standard
+error and recomputed, never used.
 
 A run trained alone and the same run trained inside a batched group (other depths or learning
 rates in the same pass) can differ in the last float digit (float32 sums in another order, e.g.
@@ -135,11 +136,23 @@ OPTIONAL_FIELDS = {  # present for some models or options only
 }
 
 
+# A run that diverged (train.diverged_record): kept so that a rerun does not train it again.
+DIVERGED_FIELDS = {
+    "config": (lambda v: isinstance(v, dict), "a mapping"),
+    "device": (lambda v: isinstance(v, str), "a string"),
+    "diverged": (lambda v: v is True, "true"),
+    "diverged_step": (lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+                      "an integer >= 0 or null"),
+    "error": (lambda v: isinstance(v, str), "a string"),
+}
+
+
 def result_problem(result, cfg: RunConfig) -> str | None:
-    """Why `result` is not a run of `cfg` as train.py writes it (None if it is)."""
+    """Why `result` is not a run of `cfg` as train.py writes it, finished or diverged (None if it is)."""
     if not isinstance(result, dict):
         return f"its result is a {type(result).__name__}, not a mapping"
-    for name, (ok, what) in RESULT_FIELDS.items():
+    required = DIVERGED_FIELDS if "diverged" in result else RESULT_FIELDS
+    for name, (ok, what) in required.items():
         if name not in result:
             return f"its result has no {name!r}"
         if not ok(result[name]):
@@ -153,8 +166,9 @@ def result_problem(result, cfg: RunConfig) -> str | None:
 
 
 class RunCache:
-    def __init__(self, root: str | os.PathLike = DEFAULT_ROOT):
+    def __init__(self, root: str | os.PathLike = DEFAULT_ROOT, retry_diverged: bool = False):
         self.root = Path(root)
+        self.retry_diverged = retry_diverged  # serve diverged records as missing: they train again
 
     def path(self, cfg: RunConfig) -> Path:
         key = run_key(cfg)
@@ -180,6 +194,8 @@ class RunCache:
             problem = f"it does not parse ({type(err).__name__})"
         if problem:
             print(f"icl: cache entry {path} is corrupt or foreign ({problem}); recomputing it", file=sys.stderr)
+            return None
+        if self.retry_diverged and entry["result"].get("diverged"):
             return None
         return entry["result"]
 

@@ -99,7 +99,23 @@ def add_arguments_train(p: argparse.ArgumentParser) -> None:
     add_config_flags(p)
     p.add_argument("--json", metavar="PATH", help="write the result as JSON to PATH ('-' for standard output)")
     p.add_argument("--cache", metavar="DIR", help="read/write the run cache in DIR (default: no cache)")
+    add_retry_flag(p)
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def add_retry_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--retry-diverged", action="store_true",
+                   help="train again the runs the cache records as diverged (default: report them, train nothing)")
+
+
+def report_diverged(results: list[dict]) -> int:
+    """One line per diverged run (its config and step); the exit status: 1 if any diverged."""
+    from .sweep import diverged
+
+    lines = diverged(results)
+    for line in lines:
+        print(f"icl: {line}; recorded in the run cache (--retry-diverged trains it again)", file=sys.stderr)
+    return 1 if lines else 0
 
 
 def run_train(args) -> int:
@@ -111,7 +127,9 @@ def run_train(args) -> int:
     cfg = RunConfig.from_dict(values, "train")
     check_output_path(args.json)
     if args.cache:
-        result = run_sweep([cfg], RunCache(args.cache), progress=not args.no_progress)[0]
+        result = run_sweep([cfg], RunCache(args.cache, args.retry_diverged), progress=not args.no_progress)[0]
+        if report_diverged([result]):
+            return 1
     else:
         from .memory import check_fits
 
@@ -131,6 +149,7 @@ def add_arguments_sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="write {'runs': [...]} as JSON to PATH ('-' for standard output)")
     p.add_argument("--executor", choices=("local", "submitit-local", "slurm"), default="local",
                    help="where the runs execute (default: local, in this process)")
+    add_retry_flag(p)
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     # The options that matter most live in the file, so the help lists them too, one a line.
     defaults = RunConfig()
@@ -148,16 +167,18 @@ def run_sweep_command(args) -> int:
 
     cfgs = expand(read_yaml(args.params), args.params)
     check_output_path(args.json)
-    runner = None
+    cache, runner = RunCache(args.cache, args.retry_diverged), None
     if args.executor != "local":
         from .cluster import submitit_runner
 
-        runner = submitit_runner(args.executor, Path(args.cache) / "submitit", cache=RunCache(args.cache))
-    results = run_sweep(cfgs, RunCache(args.cache), progress=not args.no_progress, runner=runner)
+        runner = submitit_runner(args.executor, Path(args.cache) / "submitit", cache=cache)
+    results = run_sweep(cfgs, cache, progress=not args.no_progress, runner=runner)
     if args.json:
         write_json({"runs": results}, args.json)
-    print(f"{len(results)} runs done; results in {args.cache}", file=sys.stderr)
-    return 0
+    status = report_diverged(results)
+    done = f"{len(results)} runs done" if not status else f"{len(results)} runs: the diverged above, the others done"
+    print(f"{done}; results in {args.cache}", file=sys.stderr)
+    return status
 
 
 HANDLERS = {"train": (add_arguments_train, run_train), "sweep": (add_arguments_sweep, run_sweep_command)}

@@ -28,7 +28,7 @@ from typing import Callable
 
 from .cache import RunCache
 from .config import ConfigError, RunConfig
-from .train import train_group
+from .train import train_finite
 
 EXECUTORS = ("submitit-local", "slurm")
 # Defaults for every job; ICL_SUBMITIT and keyword arguments override them.
@@ -36,8 +36,9 @@ DEFAULTS = {"timeout_min": 240, "cpus_per_task": 2}
 
 
 def run_group(cfgs: list[RunConfig], cache_root: str | None = None) -> list[dict]:
-    """What one job runs: one group in one batched pass, stored as soon as it is done."""
-    results = train_group(cfgs, progress=False)
+    """What one job runs: one group in one batched pass (a diverged run recorded as such), stored as
+    soon as it is done."""
+    results = train_finite(cfgs, progress=False)
     if cache_root is not None:
         cache = RunCache(cache_root)
         for c, r in zip(cfgs, results):

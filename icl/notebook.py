@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,8 @@ from . import paths
 from .cache import MemoryCache, RunCache
 from .config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, coerce, field_names, within
 from .paths import repo_root
-from .sweep import expand, run_sweep
+from .sweep import diverged, expand, run_sweep
+from .train import is_diverged
 
 _DECLARED: dict[str, object] = {}
 EXPONENTS = ("input_exponent", "task_exponent")
@@ -85,11 +87,15 @@ class Settings:
         return expand({**self._run_values(), **overrides, "spectra": spectra, "seeds": seeds, "depths": depths}, "parameters")
 
     def run(self, cfgs: list[RunConfig]) -> list[dict]:
-        """Train (or read from the cache) every config; groups train in one batched pass. Without a
+        """Train (or read from the cache) every config; groups train in one batched pass. A run that
+        diverged is named on standard error and left out of the list returned. Without a
         cache_dir every call trains afresh, as it always did, in a cache that lives in memory only
         (a temporary folder per call was left behind by every run)."""
         cache = self.cache or MemoryCache()
-        return run_sweep(cfgs, cache, progress=self.values.get("progress", True))
+        results = run_sweep(cfgs, cache, progress=self.values.get("progress", True))
+        for line in diverged(results):  # the analyses read finished runs only
+            print(f"left out: {line}", file=sys.stderr)
+        return [r for r in results if not is_diverged(r)]
 
     def path(self, name: str) -> Path:
         self.output_dir.mkdir(parents=True, exist_ok=True)
