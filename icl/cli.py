@@ -99,13 +99,15 @@ def add_arguments_train(p: argparse.ArgumentParser) -> None:
     add_config_flags(p)
     p.add_argument("--json", metavar="PATH", help="write the result as JSON to PATH ('-' for standard output)")
     p.add_argument("--cache", metavar="DIR", help="read/write the run cache in DIR (default: no cache)")
-    add_retry_flag(p)
+    add_job_flags(p)
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
-def add_retry_flag(p: argparse.ArgumentParser) -> None:
+def add_job_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retry-diverged", action="store_true",
                    help="train again the runs the cache records as diverged (default: report them, train nothing)")
+    p.add_argument("--yes", action="store_true", help="run a job estimated at more than a day of work, or "
+                   "larger than the cache's free disk (default: refuse it; the estimate is printed before training)")
 
 
 def report_diverged(results: list[dict]) -> int:
@@ -126,14 +128,19 @@ def run_train(args) -> int:
     values = {k: v for k, v in vars(args).items() if k in field_names()}
     cfg = RunConfig.from_dict(values, "train")
     check_output_path(args.json)
+    from .workload import check_workload
+
     if args.cache:
-        result = run_sweep([cfg], RunCache(args.cache, args.retry_diverged), progress=not args.no_progress)[0]
+        cache = RunCache(args.cache, args.retry_diverged)
+        result = run_sweep([cfg], cache, progress=not args.no_progress,
+                           confirm=lambda todo: check_workload(todo, args.yes, cache.root))[0]
         if report_diverged([result]):
             return 1
     else:
         from .memory import check_fits
 
         check_fits(cfg)  # run_sweep checks this (and the cache) itself
+        check_workload([[cfg]], args.yes)
         result = train(cfg, progress=not args.no_progress)
     if args.json:
         write_json(result, args.json)
@@ -149,7 +156,7 @@ def add_arguments_sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="write {'runs': [...]} as JSON to PATH ('-' for standard output)")
     p.add_argument("--executor", choices=("local", "submitit-local", "slurm"), default="local",
                    help="where the runs execute (default: local, in this process)")
-    add_retry_flag(p)
+    add_job_flags(p)
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     # The options that matter most live in the file, so the help lists them too, one a line.
     defaults = RunConfig()
@@ -167,12 +174,16 @@ def run_sweep_command(args) -> int:
 
     cfgs = expand(read_yaml(args.params), args.params)
     check_output_path(args.json)
-    cache, runner = RunCache(args.cache, args.retry_diverged), None
-    if args.executor != "local":
+    cache, runner, confirm = RunCache(args.cache, args.retry_diverged), None, None
+    if args.executor != "local":  # a cluster's time is not this machine's: no estimate
         from .cluster import submitit_runner
 
         runner = submitit_runner(args.executor, Path(args.cache) / "submitit", cache=cache)
-    results = run_sweep(cfgs, cache, progress=not args.no_progress, runner=runner)
+    else:
+        from .workload import check_workload
+
+        confirm = lambda todo: check_workload(todo, args.yes, cache.root)  # noqa: E731
+    results = run_sweep(cfgs, cache, progress=not args.no_progress, runner=runner, confirm=confirm)
     if args.json:
         write_json({"runs": results}, args.json)
     status = report_diverged(results)

@@ -74,7 +74,9 @@ class RunConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        # dataclasses.asdict deep-copies every value: 100 us a config, a minute for a sweep of 10^6
+        # runs. Every field is a str, int, float or bool, so a plain dict is the same.
+        return {name: getattr(self, name) for name in _NAMES}
 
     @classmethod
     def from_dict(cls, values: dict, source: str = "parameters") -> "RunConfig":
@@ -84,13 +86,16 @@ class RunConfig:
         return cls(**{k: coerce(k, v) for k, v in values.items()})
 
 
+_NAMES = tuple(f.name for f in fields(RunConfig))
+_TYPES = {f.name: type(f.default) for f in fields(RunConfig)}
+
+
 def field_names() -> list[str]:
-    return [f.name for f in fields(RunConfig)]
+    return list(_NAMES)
 
 
 def field_type(name: str) -> type:
-    default = next(f.default for f in fields(RunConfig) if f.name == name)
-    return type(default)
+    return _TYPES[name]
 
 
 def coerce(key: str, value: Any) -> Any:

@@ -93,9 +93,11 @@ def check_before_training(todo: list[list[RunConfig]], cache: RunCache, folders,
 
 
 def run_sweep(cfgs: list[RunConfig], cache: RunCache | None = None, progress: bool = True,
-              runner: Callable[[list[list[RunConfig]]], list[list[dict]]] | None = None) -> list[dict]:
+              runner: Callable[[list[list[RunConfig]]], list[list[dict]]] | None = None,
+              confirm: Callable[[list[list[RunConfig]]], None] | None = None) -> list[dict]:
     """Results in the order of cfgs. Cached runs are read; the others train group by group
-    (or through `runner`, e.g. a cluster executor, which gets all the missing groups at once)."""
+    (or through `runner`, e.g. a cluster executor, which gets all the missing groups at once).
+    `confirm` sees the groups to train before any does, and may refuse them (a ConfigError)."""
     cache = cache or RunCache()
     where = {c: cache.path(c) for c in dict.fromkeys(cfgs)}  # each key computed once
     results = {c: cache.load(c, path) for c, path in where.items()}
@@ -108,6 +110,8 @@ def run_sweep(cfgs: list[RunConfig], cache: RunCache | None = None, progress: bo
     if todo:  # refused before anything trains, so that no training is lost
         folders = {where[c].parent for g in todo for c in g if results[c] is None}
         check_before_training(todo, cache, folders, memory=runner is None)  # a cluster's nodes have their own memory
+        if confirm is not None:
+            confirm(todo)
     unstored = []
 
     def keep(group: list[RunConfig], rs: list[dict]) -> None:

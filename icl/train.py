@@ -48,7 +48,7 @@ def resolve_device(name: str) -> torch.device:
 
 def group_key(cfg: RunConfig) -> tuple:
     """Configs with equal keys can train together in one stack."""
-    return tuple(sorted(cfg.replace(depth=1, learning_rate=0.0).to_dict().items()))
+    return tuple(sorted({**cfg.to_dict(), "depth": 1, "learning_rate": 0.0}.items()))
 
 
 def lr_factor(cfg: RunConfig, step: int) -> float:
@@ -150,6 +150,17 @@ def plateau(curve_steps: list[int], curve: list[float], total_steps: int) -> flo
     return float((smooth[at80] - end) / max(end, 1e-12))
 
 
+def train_step(stack: Stack, opt: StackAdam, base: RunConfig, gen: torch.Generator, step: int) -> tuple:
+    """One Adam update of every model of the stack on a fresh batch: (the stack's Output, (M,) losses)."""
+    batch = sample_batch(base, base.batch_size, gen)
+    out = stack(batch)
+    losses = ((out.pred - batch.target[:, None]) ** 2).mean(0)  # (M,)
+    opt.zero_grad()
+    losses.sum().backward()
+    opt.step(lr_factor(base, step))
+    return out, losses.detach()
+
+
 def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
     """Train every config of one group in a single batched pass; one result dict per config."""
     keys = {group_key(c) for c in cfgs}
@@ -183,17 +194,12 @@ def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
     for step in range(base.steps):
         if step in checkpoints:
             record()
-        batch = sample_batch(base, base.batch_size, gen)
-        out = stack(batch)
-        losses = ((out.pred - batch.target[:, None]) ** 2).mean(0)  # (M,)
+        out, losses = train_step(stack, opt, base, gen, step)
         # Noted on the device at every step, read every 25 steps (a read syncs a GPU), so the
         # error names the step where the loss first broke, not the step it was noticed.
         first_bad = torch.where((first_bad < 0) & own_nonfinite(stack, out.layer_preds, losses), step, first_bad)
         if step % 25 == 0 or step == base.steps - 1:
             check_finite(first_bad, cfgs, order)
-        opt.zero_grad()
-        losses.sum().backward()
-        opt.step(lr_factor(base, step))
         bar.update(1)
     bar.close()
     record()

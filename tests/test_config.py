@@ -89,3 +89,11 @@ def test_the_largest_seed_and_exponents_train():
 
     r = train(tiny_config(seed=2**32 - 1, input_exponent=10.0, task_exponent=-10.0, depth=2, steps=2), progress=False)
     assert math.isfinite(r["final_loss"])
+
+
+def test_to_dict_is_dataclasses_asdict():
+    """to_dict skips asdict's deep copies (a minute for 10^6 configs); the run-cache key hashes it."""
+    import dataclasses
+
+    cfg = tiny_config(model="linear", key_dim=3, track_modes=True)
+    assert cfg.to_dict() == dataclasses.asdict(cfg) and list(cfg.to_dict()) == list(dataclasses.asdict(cfg))
