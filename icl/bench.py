@@ -527,13 +527,13 @@ def check_arguments(args) -> None:
     for key in ("depths", "sweep_depths", "generalised_depths", "deep_sweep_depths"):
         if any(L < 1 for L in getattr(args, key)):
             raise ConfigError(f"{key}: {getattr(args, key)} is not allowed; every depth must be >= 1")
+    cases(args)  # every case's config (and --only's names)
 
 
 def run(args) -> int:
     import json
 
-    check_arguments(args)
-    cases(args)  # every case's config is checked (and --only's names) before anything is timed
+    check_arguments(args)  # before anything is timed
     start = time.perf_counter()
     load_before = os.getloadavg()[0]
     if args.threads:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import paths
+from . import paths, processes
 from .cache import MemoryCache, RunCache
 from .config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, coerce, field_names, within
 from .paths import repo_root
@@ -179,6 +179,7 @@ def _config_errors_in_one_line() -> None:
 
 
 _config_errors_in_one_line()
+processes.kernel_started()  # a kernel of `icl reproduce` ends with its worker, before it writes anything
 
 
 # ---------------------------------------------------------------- outputs

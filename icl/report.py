@@ -1,8 +1,11 @@
-"""The parts of REPORT.md that are more than one row per claim: the regime story that leads it
-(from notebook 06's results) and the per-key_dim verdicts of the claims judged along the rank axis."""
+"""REPORT.md and claims.json: one row per claim from every notebook's results.json, led by the
+regime story (from notebook 06's results), with the per-key_dim verdicts of the claims judged along
+the rank axis, a warning for each notebook whose last run failed, and the last run's times."""
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 
 REGIMES = "06_regimes"
@@ -72,3 +75,86 @@ def by_rank(c: dict) -> str:
 
 def _pct(x: float) -> str:
     return f"{100 * float(x):.1f} %"
+
+
+# ---------------------------------------------------------------- the report
+
+
+def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
+    """REPORT.md and claims.json in `base` (a profile's outputs): one row per claim, from the
+    results.json of each of `notebooks`."""
+    rows = []
+    for name in notebooks:
+        path = base / name / "results.json"
+        if path.exists():
+            rows += [{**c, "notebook": name} for c in json.loads(path.read_text())["claims"]]
+    rows.sort(key=claim_order)
+    (base / "claims.json").write_text(json.dumps(rows, indent=1))
+    import pandas as pd
+
+    from .notebook import markdown_table
+
+    table = pd.DataFrame([{"id": c["id"], "claim": c["claim"], "status": c["status"], "by key_dim": by_rank(c),
+                           "measured": "; ".join(f"{k} = {_short(v)}" for k, v in c["measured"].items()),
+                           "figure": figure_link(root, base, c["figure"])}
+                          for c in rows])
+    times = json.loads((base / "timings.json").read_text()) if (base / "timings.json").exists() else {}
+    text = (f"# Reproduction report ({profile} profile)\n\n"
+            "Each row is one claim of the paper in our words, the numbers our runs measured, and the verdict "
+            "under the criterion written in the notebook before the numbers were computed.\n\n"
+            + failure_lines(times) + regime_section(base) + "## The claims\n\n"
+            + (markdown_table(table) if rows else "No results yet: run `make reproduce`.\n")
+            + "\n" + rank_section(rows, _short)
+            + "\n## The criteria\n\n" + "".join(f"- `{c['id']}` criterion: {c['criterion']}\n" for c in rows)
+            + timing_line(times))
+    (base / "REPORT.md").write_text(text)
+    return base / "REPORT.md"
+
+
+def timing_line(times: dict) -> str:
+    """Wall time of each notebook in its last run, with how many runs it trained (the rest were
+    read from the run cache, which is what makes a second run fast), or that it failed."""
+    if not times:
+        return ""
+
+    def part(name, t):
+        if t.get("status", "ok") != "ok":
+            return f"{name} FAILED after {t['seconds']:.0f} s"
+        trained = "no run cache" if t["runs_trained"] is None else f"{t['runs_trained']} runs trained"
+        return f"{name} {t['seconds']:.0f} s ({trained})"
+
+    parts = [part(name, t) for name, t in sorted(times.items())]
+    return "\nWall time of each notebook's last run: " + ", ".join(parts) + ".\n"
+
+
+def failure_lines(times: dict) -> str:
+    """A warning at the top of the report for each notebook whose last run failed."""
+    lines = [f"> **The last run of `{name}` failed** ({t.get('error', 'no reason recorded')}"
+             + (f"; log: `{t['log']}`" if t.get("log") else "")
+             + "). Its rows below, if any, come from its previous complete run.\n"
+             for name, t in sorted(times.items()) if t.get("status", "ok") != "ok"]
+    return "".join(lines) + ("\n" if lines else "")
+
+
+def figure_link(root: Path, base: Path, figure: str) -> str:
+    """A Markdown link relative to the report; a figure that is not on disk is said to be missing."""
+    name = Path(figure).name
+    if not (root / figure).exists():
+        return f"{name} (missing: rerun its notebook)"
+    return f"[{name}]({os.path.relpath(root / figure, base)})"
+
+
+def claim_order(c: dict) -> tuple:
+    """C1 < C2 < ... < C6a < C6b < ... < C10: by number, then by the letter after it."""
+    m = re.fullmatch(r"C(\d+)(\w*)", c["id"])
+    return (int(m.group(1)), m.group(2)) if m else (10**6, c["id"])
+
+
+def _short(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_short(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_short(x)}" for k, x in v.items()) + "}"
+    return str(v)
