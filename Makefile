@@ -11,8 +11,9 @@ VENV    ?= .venv
 TORCH   ?= torch==2.13.0
 PROFILE ?= quick
 DEVICE  ?= auto
-# Notebooks run at once by `make reproduce`, each in its own process with one thread.
-JOBS    ?= $(shell nproc 2>/dev/null || echo 1)
+# Notebooks run at once by `make reproduce`, each in its own process with one thread. Empty: icl's
+# default, the cores this process may use (os.sched_getaffinity); `nproc` would obey OMP_NUM_THREADS.
+JOBS    ?=
 
 VPY      := $(VENV)/bin/python
 TESTENV  := OMP_NUM_THREADS=1 MPLBACKEND=Agg
@@ -47,7 +48,7 @@ test: install ## unit tests, then nbval on tests/golden/*.ipynb (if any)
 	fi
 
 reproduce: install ## run every notebook at PROFILE (quick|paper|ci) on DEVICE into outputs/, JOBS at once
-	@$(VPY) -m icl reproduce --profile $(PROFILE) --device $(DEVICE) --jobs $(JOBS)
+	@$(VPY) -m icl reproduce --profile $(PROFILE) --device $(DEVICE) $(if $(JOBS),--jobs $(JOBS))
 
 golden: install ## regenerate tests/golden/*.ipynb at the ci profile
 	$(VPY) -m icl golden

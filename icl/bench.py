@@ -24,7 +24,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from . import __version__
-from .config import RunConfig
+from .config import ConfigError, RunConfig
 from .models import Cascade, Output, Stack, build, stack_order
 from .tasks import Batch, make_generator, sample_batch
 from .train import StackAdam, resolve_device
@@ -432,7 +432,7 @@ def cases(args) -> list[Case]:
     if args.only:
         unknown = set(args.only) - {c.name for c in out}
         if unknown:
-            raise SystemExit(f"bench: no case named {sorted(unknown)}; the cases are {[c.name for c in out]}")
+            raise ConfigError(f"only: no case named {sorted(unknown)[0]!r}; the cases are: {', '.join(c.name for c in out)}")
         out = [c for c in out if c.name in args.only]
     return out
 
@@ -517,9 +517,23 @@ def add_arguments(p) -> None:
                    help="also time `reproduce --profile ci` serially and with --jobs N (minutes; default: 0, skip)")
 
 
+def check_arguments(args) -> None:
+    """ConfigError (one line) for counts and sizes a benchmark cannot run with; the sizes themselves
+    are checked by RunConfig when the cases are made."""
+    for key in ("repeats", "threads", "reproduce_jobs"):
+        low = 1 if key == "repeats" else 0
+        if getattr(args, key) < low:
+            raise ConfigError(f"{key}: {getattr(args, key)} is not allowed; it must be an integer >= {low}")
+    for key in ("depths", "sweep_depths", "generalised_depths", "deep_sweep_depths"):
+        if any(L < 1 for L in getattr(args, key)):
+            raise ConfigError(f"{key}: {getattr(args, key)} is not allowed; every depth must be >= 1")
+    cases(args)  # every case's config (and --only's names)
+
+
 def run(args) -> int:
     import json
 
+    check_arguments(args)  # before anything is timed
     start = time.perf_counter()
     load_before = os.getloadavg()[0]
     if args.threads:

@@ -121,6 +121,7 @@ def bounds(cfg: RunConfig, depths=(1, 2, 4, 8, 16, 32, 64), fit_contexts: int = 
         return _int_depths(memo(cache, "bounds", {"config": {k: getattr(cfg, k) for k in BOUND_KEYS}, "key_dim": cfg.resolved_key_dim,
                                      "depths": sorted({int(L) for L in depths}), "fit_contexts": fit_contexts},
                                 lambda: bounds(cfg, depths, fit_contexts), SOURCES))
+    check_bound_fits(cfg, depths, fit_contexts)
     start = time.perf_counter()
     fit, ev = contexts(cfg, fit_contexts)
     single = softmax_bound(fit, ev)
@@ -128,6 +129,37 @@ def bounds(cfg: RunConfig, depths=(1, 2, 4, 8, 16, 32, 64), fit_contexts: int = 
            **baselines.all_curves(fit, ev, cfg.resolved_key_dim, depths)}
     return {"config": {k: getattr(cfg, k) for k in BOUND_KEYS}, "key_dim": cfg.resolved_key_dim,
             **out, "seconds": round(time.perf_counter() - start, 2)}
+
+
+def bound_bytes(cfg: RunConfig, depths, fit_contexts: int) -> int:
+    """Estimated peak of `bounds` (float32, float64 where numpy takes over): the two context sets, kept
+    throughout, and the larger of drawing one, the mixture's reads over BETAS and the random-subspace
+    reads of the subspace ensembles (`icl.baselines`: every layer at every temperature, both sets in
+    float64, chunks of CHUNK contexts, one kind of ensemble at a time)."""
+    from .memory import FLOAT, batch_floats
+
+    d, P, k, E, n = cfg.dim, cfg.context_length, cfg.resolved_key_dim, cfg.eval_contexts, fit_contexts
+    S, B = max(int(L) for L in depths), n + E
+    kept = B * (P * d + 2 * P + d * d + 2 * d)
+    draw = batch_floats(cfg, max(n, E))
+    mixture = 5 * len(BETAS) * B + 3 * max(n, E) * P  # reads, their float64 copies, one softmax
+    G = len(baselines.BETAS)
+    # one chunk's projected inputs (C, S, P, k) and einsum's copy of them, scores and softmaxes (C, S, P)
+    chunk = min(baselines.CHUNK, max(n, E)) * S * (2 * P * k + 6 * P + k + 2 * G)
+    # the reads of both sets in float64 (G, B, S) and one set's chunks while they are joined; per depth
+    # the ensembles' means and the loss temporaries, float64 (G, blocks B)
+    subspace = 4 * G * B * S + chunk + 10 * G * B * min(baselines.MAX_BLOCKS, S)
+    return FLOAT * (kept + max(draw, mixture, subspace))
+
+
+def check_bound_fits(cfg: RunConfig, depths, fit_contexts: int) -> None:
+    """ConfigError (one line: the estimate and the limit) if the bounds cannot fit in memory."""
+    from .memory import check_bytes
+
+    check_bytes(bound_bytes(cfg, depths, fit_contexts), "cpu",
+                f"the bounds at dim {cfg.dim}, context_length {cfg.context_length}, eval_contexts {cfg.eval_contexts}, "
+                f"fit_contexts {fit_contexts} and depths up to {max(depths)} need about {{need}}",
+                "lower dim, context_length, eval_contexts, --fit-contexts or --depths")
 
 
 def _int_depths(b: dict) -> dict:
@@ -182,6 +214,7 @@ def run(args) -> int:
     if args.fit_contexts < 16:
         raise ConfigError(f"fit-contexts: {args.fit_contexts} is not allowed; it must be >= 16")
     check_output_path(args.json)
+    check_bound_fits(cfg, args.depths, args.fit_contexts)  # before the contexts are drawn
     out = bounds(cfg, args.depths, args.fit_contexts)
     if args.json:
         write_json(out, args.json)

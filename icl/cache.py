@@ -9,8 +9,9 @@ The key is a hash of
 
 An entry is used only if it parses, carries its own key, passes its checksum, holds exactly the
 requested config and has result fields of the expected types (`RESULT_FIELDS`: e.g. a finite
-float `final_loss`). Anything else is reported in one line on standard error and recomputed,
-never used.
+float `final_loss`; `DIVERGED_FIELDS` for a run recorded as diverged, which a sweep reports and
+does not train again unless `retry_diverged`). Anything else is reported in one line on standard
+error and recomputed, never used.
 
 A run trained alone and the same run trained inside a batched group (other depths or learning
 rates in the same pass) can differ in the last float digit (float32 sums in another order, e.g.
@@ -135,11 +136,23 @@ OPTIONAL_FIELDS = {  # present for some models or options only
 }
 
 
+# A run that diverged (train.diverged_record): kept so that a rerun does not train it again.
+DIVERGED_FIELDS = {
+    "config": (lambda v: isinstance(v, dict), "a mapping"),
+    "device": (lambda v: isinstance(v, str), "a string"),
+    "diverged": (lambda v: v is True, "true"),
+    "diverged_step": (lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+                      "an integer >= 0 or null"),
+    "error": (lambda v: isinstance(v, str), "a string"),
+}
+
+
 def result_problem(result, cfg: RunConfig) -> str | None:
-    """Why `result` is not a run of `cfg` as train.py writes it (None if it is)."""
+    """Why `result` is not a run of `cfg` as train.py writes it, finished or diverged (None if it is)."""
     if not isinstance(result, dict):
         return f"its result is a {type(result).__name__}, not a mapping"
-    for name, (ok, what) in RESULT_FIELDS.items():
+    required = DIVERGED_FIELDS if "diverged" in result else RESULT_FIELDS
+    for name, (ok, what) in required.items():
         if name not in result:
             return f"its result has no {name!r}"
         if not ok(result[name]):
@@ -153,20 +166,20 @@ def result_problem(result, cfg: RunConfig) -> str | None:
 
 
 class RunCache:
-    def __init__(self, root: str | os.PathLike = DEFAULT_ROOT):
+    def __init__(self, root: str | os.PathLike = DEFAULT_ROOT, retry_diverged: bool = False):
         self.root = Path(root)
+        self.retry_diverged = retry_diverged  # serve diverged records as missing: they train again
 
     def path(self, cfg: RunConfig) -> Path:
         key = run_key(cfg)
         return self.root / key[:2] / f"{key}.json"
 
-    def load(self, cfg: RunConfig) -> dict | None:
-        path = self.path(cfg)
-        if not path.exists():
-            return None
+    def load(self, cfg: RunConfig, path: Path | None = None) -> dict | None:
+        """The stored result of `cfg` (at `path`, where the caller has it already), or None."""
+        path = path or self.path(cfg)
         problem = None
         try:
-            entry = json.loads(path.read_text())
+            entry = json.loads(self.read_text(path))
             if entry["key"] != path.stem:
                 problem = "it is stored under another key"
             elif entry["checksum"] != _digest(entry["result"]):
@@ -175,21 +188,28 @@ class RunCache:
                 problem = "it was stored for another config"
             else:
                 problem = result_problem(entry["result"], cfg)
+        except FileNotFoundError:
+            return None
         except (ValueError, KeyError, TypeError, UnicodeDecodeError, OSError) as err:
             problem = f"it does not parse ({type(err).__name__})"
         if problem:
             print(f"icl: cache entry {path} is corrupt or foreign ({problem}); recomputing it", file=sys.stderr)
             return None
+        if self.retry_diverged and entry["result"].get("diverged"):
+            return None
         return entry["result"]
 
-    def store(self, cfg: RunConfig, result: dict) -> Path:
-        path = self.path(cfg)
+    def store(self, cfg: RunConfig, result: dict, path: Path | None = None) -> Path:
+        path = path or self.path(cfg)
         self.write(path, {"key": path.stem, "checksum": _digest(result), "config": cfg.to_dict(), "result": result})
         log = os.environ.get(STORE_LOG)
         if log:
             with open(log, "a") as f:
                 f.write(path.stem + "\n")
         return path
+
+    def read_text(self, path: Path) -> str:
+        return path.read_text()
 
     def write(self, path: Path, entry: dict) -> None:
         """Write `entry` as JSON to `path` atomically (temporary file, fsync, rename), 0644."""
@@ -215,21 +235,35 @@ class RunCache:
             except OSError:  # made by someone else meanwhile
                 pass
 
-    def check_writable(self) -> None:
-        """Raise ConfigError unless new entries can be written here: checked before training, so
-        that no training is lost to a read-only cache."""
-        from .config import ConfigError
+    def check_writable(self, folders=()) -> None:
+        """ConfigError unless new entries can be written to the cache and to each of `folders`
+        (the shard folders a sweep will store into: one made read-only, or another user's in a
+        shared cache, fails only there). Checked before training, so that no training is lost."""
+        from .paths import check_writable
 
-        probe = next(p for p in (self.root, *self.root.parents) if p.exists())
-        if not probe.is_dir():
-            raise ConfigError(f"cache: {self.root} is not allowed; {probe} is not a folder")
-        try:
-            fd, tmp = tempfile.mkstemp(dir=probe, prefix=".tmp-probe-")
-            os.close(fd)
-            os.unlink(tmp)
-        except OSError as err:
-            raise ConfigError(f"cache: {self.root} is not writable ({err.strerror}); "
-                              "give a writable folder with --cache") from None
+        for folder in [self.root, *sorted(set(folders))]:
+            check_writable(folder, "cache", self.root, "give a writable folder with --cache")
+
+
+class MemoryCache(RunCache):
+    """A run cache in this process's memory, for notebooks run with `cache_dir: null` (the ci
+    profile, nbval, golden copies): entries are checked as on disk, and nothing is left behind on
+    disk, even by a killed kernel."""
+
+    def __init__(self):
+        super().__init__("<memory>")
+        self.files: dict[Path, str] = {}
+
+    def read_text(self, path: Path) -> str:
+        if path not in self.files:
+            raise FileNotFoundError(path)
+        return self.files[path]
+
+    def write(self, path: Path, entry: dict) -> None:
+        self.files[path] = json.dumps(entry)
+
+    def check_writable(self, folders=()) -> None:
+        pass
 
 
 def memo(cache: RunCache, kind: str, key: dict, compute, sources) -> dict:

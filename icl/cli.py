@@ -37,25 +37,17 @@ def check_output_path(path: str | None, flag: str = "--json") -> None:
     """ConfigError unless `path` can be written: checked before training, so no result is lost."""
     if not path or path == "-":
         return
-    import os
-    import tempfile
+    from .paths import check_writable
 
     target = Path(path)
     if target.is_dir():
         raise ConfigError(f"{flag}: {path} is a folder; give a file path (or '-' for standard output)")
-    folder = next(p for p in (target.parent, *target.parent.parents) if p.exists())
-    if not folder.is_dir():
-        raise ConfigError(f"{flag}: {path} cannot be written; {folder} is not a folder")
-    try:
-        if target.exists():
-            with open(target, "a"):
-                pass
-        else:
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-probe-")
-            os.close(fd)
-            os.unlink(tmp)
-    except OSError as err:
-        raise ConfigError(f"{flag}: {path} cannot be written (in {folder}: {err.strerror}); give a writable path") from None
+    check_writable(target.parent, flag, path, "give a writable path")
+    if target.exists():
+        try:
+            open(target, "a").close()
+        except OSError as err:
+            raise ConfigError(f"{flag}: {path} is not writable ({err.strerror}); give a writable path") from None
 
 
 def write_json(obj, path: str) -> None:
@@ -108,7 +100,25 @@ def add_arguments_train(p: argparse.ArgumentParser) -> None:
     add_config_flags(p)
     p.add_argument("--json", metavar="PATH", help="write the result as JSON to PATH ('-' for standard output)")
     p.add_argument("--cache", metavar="DIR", help="read/write the run cache in DIR (default: no cache)")
+    add_job_flags(p)
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def add_job_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--retry-diverged", action="store_true",
+                   help="train again the runs the cache records as diverged (default: report them, train nothing)")
+    p.add_argument("--yes", action="store_true", help="run a job estimated at more than a day of work, or "
+                   "larger than the cache's free disk (default: refuse it; the estimate is printed before training)")
+
+
+def report_diverged(results: list[dict]) -> int:
+    """One line per diverged run (its config and step); the exit status: 1 if any diverged."""
+    from .sweep import diverged
+
+    lines = diverged(results)
+    for line in lines:
+        print(f"icl: {line}; recorded in the run cache (--retry-diverged trains it again)", file=sys.stderr)
+    return 1 if lines else 0
 
 
 def run_train(args) -> int:
@@ -119,12 +129,19 @@ def run_train(args) -> int:
     values = {k: v for k, v in vars(args).items() if k in field_names()}
     cfg = RunConfig.from_dict(values, "train")
     check_output_path(args.json)
+    from .workload import check_workload
+
     if args.cache:
-        result = run_sweep([cfg], RunCache(args.cache), progress=not args.no_progress)[0]
+        cache = RunCache(args.cache, args.retry_diverged)
+        result = run_sweep([cfg], cache, progress=not args.no_progress,
+                           confirm=lambda todo: check_workload(todo, args.yes, cache.root))[0]
+        if report_diverged([result]):
+            return 1
     else:
         from .memory import check_fits
 
         check_fits(cfg)  # run_sweep checks this (and the cache) itself
+        check_workload([[cfg]], args.yes)
         result = train(cfg, progress=not args.no_progress)
     if args.json:
         write_json(result, args.json)
@@ -140,6 +157,7 @@ def add_arguments_sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="write {'runs': [...]} as JSON to PATH ('-' for standard output)")
     p.add_argument("--executor", choices=("local", "submitit-local", "slurm"), default="local",
                    help="where the runs execute (default: local, in this process)")
+    add_job_flags(p)
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     # The options that matter most live in the file, so the help lists them too, one a line.
     defaults = RunConfig()
@@ -157,16 +175,22 @@ def run_sweep_command(args) -> int:
 
     cfgs = expand(read_yaml(args.params), args.params)
     check_output_path(args.json)
-    runner = None
-    if args.executor != "local":
+    cache, runner, confirm = RunCache(args.cache, args.retry_diverged), None, None
+    if args.executor != "local":  # a cluster's time is not this machine's: no estimate
         from .cluster import submitit_runner
 
-        runner = submitit_runner(args.executor, Path(args.cache) / "submitit", cache=RunCache(args.cache))
-    results = run_sweep(cfgs, RunCache(args.cache), progress=not args.no_progress, runner=runner)
+        runner = submitit_runner(args.executor, Path(args.cache) / "submitit", cache=cache)
+    else:
+        from .workload import check_workload
+
+        confirm = lambda todo: check_workload(todo, args.yes, cache.root)  # noqa: E731
+    results = run_sweep(cfgs, cache, progress=not args.no_progress, runner=runner, confirm=confirm)
     if args.json:
         write_json({"runs": results}, args.json)
-    print(f"{len(results)} runs done; results in {args.cache}", file=sys.stderr)
-    return 0
+    status = report_diverged(results)
+    done = f"{len(results)} runs done" if not status else f"{len(results)} runs: the diverged above, the others done"
+    print(f"{done}; results in {args.cache}", file=sys.stderr)
+    return status
 
 
 HANDLERS = {"train": (add_arguments_train, run_train), "sweep": (add_arguments_sweep, run_sweep_command)}

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Callable
 
 from .cache import RunCache
 from .config import ConfigError, RunConfig
-from .train import train_group
+from .train import train_finite
 
 EXECUTORS = ("submitit-local", "slurm")
 # Defaults for every job; ICL_SUBMITIT and keyword arguments override them.
@@ -35,8 +36,9 @@ DEFAULTS = {"timeout_min": 240, "cpus_per_task": 2}
 
 
 def run_group(cfgs: list[RunConfig], cache_root: str | None = None) -> list[dict]:
-    """What one job runs: one group in one batched pass, stored as soon as it is done."""
-    results = train_group(cfgs, progress=False)
+    """What one job runs: one group in one batched pass (a diverged run recorded as such), stored as
+    soon as it is done."""
+    results = train_finite(cfgs, progress=False)
     if cache_root is not None:
         cache = RunCache(cache_root)
         for c, r in zip(cfgs, results):
@@ -58,6 +60,13 @@ def job_parameters(executor_name: str, overrides: dict) -> dict:
     return params
 
 
+def check_available(executor_name: str) -> None:
+    """Before any work: submitit's own check comes when the jobs are submitted, as a long traceback."""
+    if executor_name == "slurm" and not shutil.which("srun"):
+        raise ConfigError("executor: SLURM was not found on this machine (no srun on PATH); run on a SLURM login "
+                          "node, or use --executor submitit-local to run the jobs here")
+
+
 def make_executor(executor_name: str, folder: str | os.PathLike, params: dict):
     import submitit
 
@@ -77,6 +86,7 @@ def submitit_runner(executor_name: str, folder: str | os.PathLike, cache: RunCac
     Job logs and pickles go to `folder`; on a cluster, `folder`, the cache and this Python
     environment (with icl installed) must be on a file system the nodes share."""
     params = job_parameters(executor_name, parameters)
+    check_available(executor_name)
     cache_root = None if cache is None else str(Path(cache.root).resolve())
 
     def runner(groups: list[list[RunConfig]]) -> list[list[dict]]:

@@ -16,6 +16,16 @@ DEVICES = ("auto", "cpu", "cuda")
 SCHEDULES = ("cosine", "constant")
 RESIDUAL_SCALES = ("inverse_depth", "unit")
 SUBSPACES = ("learned", "random", "tiled")
+# Ranges of the numbers that pass validation, beyond which a run is meaningless or not representable:
+# - spectrum exponents: k^-a over k = 1..d stays well inside float32 for |a| <= 10 at any d that fits
+#   in memory (4096^-10 ~ 1e-36, normalised upwards); the paper's exponents lie in [0, 2];
+# - seeds: models.init_generator seeds torch.Generator (64 bits) with 1_000_003 * seed + depth;
+# - init_scale: initial scores have std init_scale**2, so 100 already gives a one-hot softmax;
+# - label_noise: labels have unit scale, so noise of std 100 already buries them.
+EXPONENT_RANGE = (-10.0, 10.0)
+SEED_RANGE = (0, 2**32 - 1)
+INIT_SCALE_RANGE = (0.0, 100.0)
+LABEL_NOISE_RANGE = (0.0, 100.0)
 
 
 class ConfigError(ValueError):
@@ -67,7 +77,9 @@ class RunConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        # dataclasses.asdict deep-copies every value: 100 us a config, a minute for a sweep of 10^6
+        # runs. Every field is a str, int, float or bool, so a plain dict is the same.
+        return {name: getattr(self, name) for name in _NAMES}
 
     @classmethod
     def from_dict(cls, values: dict, source: str = "parameters") -> "RunConfig":
@@ -77,13 +89,16 @@ class RunConfig:
         return cls(**{k: coerce(k, v) for k, v in values.items()})
 
 
+_NAMES = tuple(f.name for f in fields(RunConfig))
+_TYPES = {f.name: type(f.default) for f in fields(RunConfig)}
+
+
 def field_names() -> list[str]:
-    return [f.name for f in fields(RunConfig)]
+    return list(_NAMES)
 
 
 def field_type(name: str) -> type:
-    default = next(f.default for f in fields(RunConfig) if f.name == name)
-    return type(default)
+    return _TYPES[name]
 
 
 def coerce(key: str, value: Any) -> Any:
@@ -118,8 +133,14 @@ def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
 
 
 def _at_least(key: str, value: float, low: float, what: str) -> None:
-    if not value >= low:  # also catches NaN
+    if not (value >= low and math.isfinite(value)):  # NaN fails the comparison
         raise ConfigError(f"{key}: {value!r} is not allowed; it must be {what}")
+
+
+def within(key: str, value: float, low: float, high: float) -> None:
+    """ConfigError unless low <= value <= high (NaN and inf included)."""
+    if not (isinstance(value, (int, float)) and low <= value <= high):
+        raise ConfigError(f"{key}: {value!r} is not allowed; it must be a finite number in [{low:g}, {high:g}]")
 
 
 def validate(c: RunConfig) -> None:
@@ -141,11 +162,13 @@ def validate(c: RunConfig) -> None:
     if not 1 <= c.top_k <= c.context_length:
         raise ConfigError(f"top_k: {c.top_k} is not allowed; it must be between 1 and context_length ({c.context_length})")
     for key in ("input_exponent", "task_exponent"):
-        if not math.isfinite(getattr(c, key)):
-            raise ConfigError(f"{key}: {getattr(c, key)!r} is not allowed; it must be a finite number")
-    _at_least("learning_rate", c.learning_rate, 0.0, "a number >= 0")
-    _at_least("label_noise", c.label_noise, 0.0, "a number >= 0")
-    _at_least("init_scale", c.init_scale, 0.0, "a number >= 0")
-    _at_least("plateau_tolerance", c.plateau_tolerance, 0.0, "a number >= 0")
+        within(key, getattr(c, key), *EXPONENT_RANGE)
+    if not SEED_RANGE[0] <= c.seed <= SEED_RANGE[1]:
+        raise ConfigError(f"seed: {c.seed} is not allowed; it must be an integer in [0, 2**32 - 1]")
+    within("label_noise", c.label_noise, *LABEL_NOISE_RANGE)
+    within("init_scale", c.init_scale, *INIT_SCALE_RANGE)
+    # No upper bound on the rate: one too large diverges, and the sweep records and reports that run.
+    _at_least("learning_rate", c.learning_rate, 0.0, "a finite number >= 0")
+    _at_least("plateau_tolerance", c.plateau_tolerance, 0.0, "a finite number >= 0")
     if not 0.0 <= c.warmup_fraction < 1.0:
         raise ConfigError(f"warmup_fraction: {c.warmup_fraction!r} is not allowed; it must be in [0, 1)")

@@ -99,16 +99,22 @@ def memory_limit(device: str) -> tuple[int, str]:
 
 def check_fits(cfg: RunConfig, depths: list[int] | None = None, device: str | None = None) -> None:
     """ConfigError (one line: the estimate and the limit) if the run cannot fit in memory."""
-    need = estimate_bytes(cfg, depths)
-    if device is None:
+    layers = sum(depths or [cfg.depth])
+    sizes = f"dim {cfg.dim}, context_length {cfg.context_length}, batch_size {cfg.batch_size}, " \
+            f"eval_contexts {cfg.eval_contexts}, {layers} layer{'s' if layers != 1 else ''}"
+    check_bytes(estimate_bytes(cfg, depths), device or cfg.device,
+                f"{cfg.model} with {sizes} needs about {{need}} for one training step and its evaluation",
+                "lower dim, context_length, batch_size or eval_contexts")
+
+
+def check_bytes(need: int, device: str, what: str, advice: str) -> None:
+    """ConfigError "memory: <what>, more than <the limit>; <advice>" (`what` holds {need}, the
+    estimate in GiB) if `need` bytes exceed the memory of `device` (auto, cpu or cuda)."""
+    if device != "cpu":
         from .train import resolve_device  # ConfigError where cuda is asked for and absent
 
-        device = resolve_device(cfg.device).type
-    limit, what = memory_limit(device)
+        device = resolve_device(device).type
+    limit, where = memory_limit(device)
     if need > limit:
-        layers = sum(depths or [cfg.depth])
-        sizes = f"dim {cfg.dim}, context_length {cfg.context_length}, batch_size {cfg.batch_size}, " \
-                f"eval_contexts {cfg.eval_contexts}, {layers} layer{'s' if layers != 1 else ''}"
-        raise ConfigError(f"memory: {cfg.model} with {sizes} needs about {need / GIB:,.1f} GiB for one training "
-                          f"step and its evaluation, more than {what} ({limit / GIB:,.1f} GiB); "
-                          "lower dim, context_length, batch_size or eval_contexts")
+        raise ConfigError(f"memory: {what.format(need=f'{need / GIB:,.1f} GiB')}, more than {where} "
+                          f"({limit / GIB:,.1f} GiB); {advice}")

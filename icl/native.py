@@ -21,6 +21,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
@@ -49,9 +50,40 @@ def _compile(source: Path, target: Path) -> bool:
         os.close(fd)
         done = subprocess.run([cc, *flags, "-o", tmp, str(source), "-lm"], capture_output=True).returncode == 0
         if done:
+            _write_atomically(_checksum_path(target), _checksum(Path(tmp)))  # first: a library never lacks it
             os.replace(tmp, target)  # atomic: processes compiling at once never load half a file
             return True
         os.unlink(tmp)
+    return False
+
+
+def _checksum(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _checksum_path(target: Path) -> Path:
+    return target.with_suffix(".sha256")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    os.fchmod(fd, 0o644)  # mkstemp makes 0600
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _verified(target: Path) -> bool:
+    """Whether `target` holds the bytes written when it was built (its checksum beside it): loading
+    a truncated library dies of a bus error, and another kernel's fails on its first call."""
+    try:
+        expected = _checksum_path(target).read_text().strip()
+    except OSError:  # built before checksums were written, or the build was interrupted: rebuild
+        return False
+    if _checksum(target) == expected:
+        return True
+    print(f"icl: kernel library {target} is damaged or replaced (its checksum does not match); rebuilding it",
+          file=sys.stderr)
     return False
 
 
@@ -59,13 +91,16 @@ def _compile(source: Path, target: Path) -> bool:
 def library(name: str) -> ctypes.CDLL | None:
     """The compiled kernels of icl/kernels/<name>.c, or None where they cannot be built or loaded.
     The file name holds a hash of the source, the machine and the flags: -march=native code is
-    only for the machine it was built on."""
+    only for the machine it was built on. A library is loaded only once its checksum matches;
+    a damaged one is rebuilt, or skipped (the torch path) where it cannot be."""
     source = KERNELS / f"{name}.c"
     code = b"".join(f.read_bytes() for f in [source, *sorted(KERNELS.glob("*.h"))])
     key = hashlib.sha256(code + f"{platform.node()}|{platform.machine()}|{FLAGS}".encode()).hexdigest()[:16]
     target = BUILD / f"{name}-{key}.so"
     try:
-        if not target.exists() and not _compile(source, target):
+        if not (target.exists() and _verified(target)) and not _compile(source, target):
+            if target.exists():
+                print(f"icl: kernel library {target} could not be rebuilt; {name} runs on the torch path", file=sys.stderr)
             return None
         return ctypes.CDLL(str(target))
     except OSError:

@@ -12,20 +12,22 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from . import paths
-from .cache import RunCache
-from .config import ConfigError, RunConfig, field_names
+from . import paths, processes
+from .cache import MemoryCache, RunCache
+from .config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, coerce, field_names, within
 from .paths import repo_root
-from .sweep import expand, run_sweep
+from .sweep import diverged, expand, run_sweep
+from .train import is_diverged
 
 _DECLARED: dict[str, object] = {}
+EXPONENTS = ("input_exponent", "task_exponent")
 PARAMETER_TYPES = (bool, int, float, str, list, tuple, dict, type(None))
 
 
@@ -85,9 +87,15 @@ class Settings:
         return expand({**self._run_values(), **overrides, "spectra": spectra, "seeds": seeds, "depths": depths}, "parameters")
 
     def run(self, cfgs: list[RunConfig]) -> list[dict]:
-        """Train (or read from the cache) every config; groups train in one batched pass."""
-        cache = self.cache or RunCache(tempfile.mkdtemp(prefix="icl-runs-"))
-        return run_sweep(cfgs, cache, progress=self.values.get("progress", True))
+        """Train (or read from the cache) every config; groups train in one batched pass. A run that
+        diverged is named on standard error and left out of the list returned. Without a
+        cache_dir every call trains afresh, as it always did, in a cache that lives in memory only
+        (a temporary folder per call was left behind by every run)."""
+        cache = self.cache or MemoryCache()
+        results = run_sweep(cfgs, cache, progress=self.values.get("progress", True))
+        for line in diverged(results):  # the analyses read finished runs only
+            print(f"left out: {line}", file=sys.stderr)
+        return [r for r in results if not is_diverged(r)]
 
     def path(self, name: str) -> Path:
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -109,11 +117,7 @@ def parameters(ns: dict, make_outputs: bool = True) -> Settings:
     values = {k: _check_type(k, current[k], d) for k, d in _DECLARED.items()}
     # A custom spectrum given on the papermill command line replaces the notebook's list of spectra.
     if values.get("input_exponent") is not None or values.get("task_exponent") is not None:
-        custom = [float(values.get("input_exponent") or 0.0), float(values.get("task_exponent") or 0.0)]
-        for v in custom:
-            if not math.isfinite(v):
-                raise ConfigError(f"input_exponent/task_exponent: {v!r} is not a finite number")
-        values["spectra"] = [custom]
+        values["spectra"] = [[_exponent(k, values.get(k)) for k in EXPONENTS]]
     values.pop("input_exponent", None), values.pop("task_exponent", None)
     _validate_axes(values)
     if values.get("threads"):
@@ -138,11 +142,44 @@ def _validate_axes(values: dict) -> None:
             if key != "seeds" and min(v) < 1:
                 what = "depth" if key.endswith("depths") else "entry"
                 raise ConfigError(f"{key}: {v!r} is not allowed; every {what} must be >= 1")
+            if key == "seeds" and not all(SEED_RANGE[0] <= x <= SEED_RANGE[1] for x in v):
+                raise ConfigError(f"{key}: {v!r} is not allowed; every seed must be in [0, 2**32 - 1]")
         if key.endswith("spectra"):
             ok = isinstance(v, list) and all(isinstance(s, (list, tuple)) and len(s) == 2 and
-                                             all(isinstance(x, (int, float)) and math.isfinite(x) for x in s) for s in v)
+                                             all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in s) for s in v)
             if not ok:
                 raise ConfigError(f"{key}: {v!r} is not allowed; it must be a list of [input_exponent, task_exponent] pairs")
+            for pair in v:
+                for name, x in zip(EXPONENTS, pair):
+                    within(f"{key}: {name}", x, *EXPONENT_RANGE)
+
+
+def _exponent(key: str, value) -> float:
+    """A custom spectrum's exponent from papermill or `reproduce -p`, as RunConfig would take it."""
+    x = coerce(key, 0.0 if value is None else value)  # ConfigError: "input_exponent: 'abc' is not a number"
+    within(key, x, *EXPONENT_RANGE)
+    return x
+
+
+def _config_errors_in_one_line() -> None:
+    """In a kernel (papermill, JupyterLab), a ConfigError shows as its one line, like the command
+    line's: its traceback (the frames of icl's checks) says nothing its message does not. Every
+    other exception keeps IPython's full traceback. Set when a notebook imports this module, so no
+    notebook needs a cell for it."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    def one_line(shell, etype, value, tb, tb_offset=None):  # _showtraceback: what the kernel sends as the error
+        shell._showtraceback(etype, value, shell.InteractiveTB.get_exception_only(etype, value))
+
+    shell = get_ipython()
+    if shell is not None:
+        shell.set_custom_exc((ConfigError,), one_line)
+
+
+_config_errors_in_one_line()
+processes.kernel_started()  # a kernel of `icl reproduce` ends with its worker, before it writes anything
 
 
 # ---------------------------------------------------------------- outputs

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from .config import ConfigError
@@ -79,3 +80,18 @@ def remove_own(folder: Path) -> None:
         raise ConfigError(f"{folder} is in the way and icl did not make it (no {MARKER} marker); "
                           "move it away and run again")
     shutil.rmtree(folder)
+
+
+def check_writable(folder: Path, key: str, value, advice: str) -> None:
+    """ConfigError unless a file can be created in `folder` or, where it does not exist yet, in the
+    nearest folder above it that does (where it would be made): checked before any work, so that no
+    result is lost to a folder that cannot take it."""
+    probe = next(p for p in (folder, *folder.parents) if p.exists())
+    if not probe.is_dir():
+        raise ConfigError(f"{key}: {value} cannot be written; {probe} is not a folder")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=probe, prefix=".tmp-probe-")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as err:
+        raise ConfigError(f"{key}: {value} is not writable (in {probe}: {err.strerror}); {advice}") from None

@@ -1,10 +1,10 @@
-"""REPORT.md and claims.json, written by `icl reproduce` from every notebook's results.json: one
-row per claim with its verdict and measured numbers, the regime story that leads it (from notebook
-06's results), the per-key_dim verdicts of the claims judged along the rank axis, the criteria,
-and the times of the last run."""
+"""REPORT.md and claims.json: one row per claim from every notebook's results.json, led by the
+regime story (from notebook 06's results), with the per-key_dim verdicts of the claims judged along
+the rank axis, a warning for each notebook whose last run failed, and the last run's times."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -77,9 +77,12 @@ def _pct(x: float) -> str:
     return f"{100 * float(x):.1f} %"
 
 
-def write_report(root: Path, where: str, profile: str, notebooks) -> Path:
-    """REPORT.md and claims.json in root/where: one row per claim, from every notebook's results.json."""
-    base = root / where
+# ---------------------------------------------------------------- the report
+
+
+def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
+    """REPORT.md and claims.json in `base` (a profile's outputs): one row per claim, from the
+    results.json of each of `notebooks`."""
     rows = []
     for name in notebooks:
         path = base / name / "results.json"
@@ -93,7 +96,7 @@ def write_report(root: Path, where: str, profile: str, notebooks) -> Path:
 
     table = pd.DataFrame([{"id": c["id"], "claim": c["claim"], "status": c["status"], "by key_dim": by_rank(c),
                            "measured": "; ".join(f"{k} = {_short(v)}" for k, v in c["measured"].items()),
-                           "figure": figure_link(root, where, c["figure"])}
+                           "figure": figure_link(root, base, c["figure"])}
                           for c in rows])
     times = json.loads((base / "timings.json").read_text()) if (base / "timings.json").exists() else {}
     text = (f"# Reproduction report ({profile} profile)\n\n"
@@ -133,12 +136,12 @@ def failure_lines(times: dict) -> str:
     return "".join(lines) + ("\n" if lines else "")
 
 
-def figure_link(root: Path, where: str, figure: str) -> str:
+def figure_link(root: Path, base: Path, figure: str) -> str:
     """A Markdown link relative to the report; a figure that is not on disk is said to be missing."""
     name = Path(figure).name
     if not (root / figure).exists():
         return f"{name} (missing: rerun its notebook)"
-    return f"[{name}]({Path(figure).relative_to(where)})"
+    return f"[{name}]({os.path.relpath(root / figure, base)})"
 
 
 def claim_order(c: dict) -> tuple:

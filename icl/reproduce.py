@@ -4,11 +4,12 @@ in tests/golden/ that nbval compares against.
 
 Before any notebook starts, the device and every notebook's parameters are checked (the same
 checks the notebook's own parameters cell makes), so a bad value stops in one line. A notebook
-executes into a staging folder next to its outputs (`<output_dir>/../.staging/<name>/`) and
-replaces `outputs/<name>/` only when it completes: a killed or failed run leaves the previous
-outputs whole, and REPORT.md says that the last run failed. With `--jobs N`, independent notebooks
-run in N processes at once, one thread each; a notebook starts only after those it reads
-(`NEEDS`) have finished.
+executes into a staging folder next to its outputs and replaces `outputs/<name>/` only when it
+completes (icl.staging): a killed or failed run leaves the previous outputs whole, and REPORT.md
+(icl.report) says that the last run failed. With `--jobs N`, independent notebooks run in N
+processes at once, one thread each; a notebook starts only after those it reads (`NEEDS`) have
+finished. Its workers and kernels end with it, and the next run of the profile waits for them
+(icl.processes).
 """
 from __future__ import annotations
 
@@ -18,10 +19,13 @@ import os
 import re
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, wait
+from contextlib import contextmanager
 from pathlib import Path
 
-from . import paths
+from . import paths, processes
+from .processes import cores
+from .staging import check_destinations, publish, staging_paths
 from .config import ConfigError
 from .sweep import read_yaml
 
@@ -35,7 +39,6 @@ DEVICES = ("auto", "cpu", "cuda")
 # The kernel draws with the inline backend whatever MPLBACKEND the caller has (Agg would leave
 # the executed notebooks without figures); icl.plots.style() switches to it as well.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
-TEXT_SUFFIXES = (".ipynb", ".json", ".md", ".csv", ".txt")
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
@@ -48,7 +51,7 @@ def write_report(root: Path, profile: str) -> Path:
     """REPORT.md and claims.json of a profile from its notebooks' results (`icl.report`)."""
     from .report import write_report as write
 
-    return write(root, profile_root(profile), profile, NOTEBOOKS)
+    return write(root, root / profile_root(profile), profile, NOTEBOOKS)
 
 
 def declared_parameters(root: Path, name: str) -> dict:
@@ -148,57 +151,6 @@ def deterministic(nb) -> None:
             cell["id"] = "injected-parameters"
 
 
-def staging_paths(root: Path, params: dict, name: str) -> dict[str, Path]:
-    final = (root / params["output_dir"]).resolve()
-    staging = final.parent / ".staging"
-    return {"final": final, "stage": staging / name, "old": staging / f"{name}.old",
-            "log": staging / f"{name}.log", "stored": staging / f"{name}.stored"}
-
-
-def check_destinations(root: Path, params: dict[str, dict]) -> None:
-    """Before any work: every notebook's output folder may be written and replaced by icl
-    (`paths.check_output_dir`), no two notebooks share one, and no folder that icl did not make
-    stands where it stages a run. A ConfigError names the notebook and the value."""
-    finals: dict[Path, str] = {}
-    for name, p in params.items():
-        try:
-            final = paths.check_output_dir(root, p["output_dir"])
-            for key in ("stage", "old"):
-                where = staging_paths(root, p, name)[key]
-                if where.exists() and not (where.is_dir() and paths.is_own(where)):
-                    raise ConfigError(f"output_dir: {where} is in the way and icl did not make it; move it away")
-        except ConfigError as err:
-            raise ConfigError(f"{name}: {err}") from None
-        for other_final, other in finals.items():
-            if final == other_final or final in other_final.parents or other_final in final.parents:
-                raise ConfigError(f"output_dir: {name} and {other} would write into the same folder "
-                                  f"({os.path.relpath(final, root)}); give each notebook its own (use --only)")
-        finals[final] = name
-
-
-def publish(root: Path, where: dict[str, Path]) -> None:
-    """Point the staged files at their final folder, then swap it in with two renames. Only a
-    folder icl made (`paths.is_own`) is ever replaced or removed."""
-    stage, final = where["stage"], where["final"]
-    pairs = [(str(stage), str(final)), (os.path.relpath(stage, root), os.path.relpath(final, root))]
-    for f in stage.rglob("*"):
-        if f.is_file() and f.suffix in TEXT_SUFFIXES:
-            text = f.read_text()
-            new = text
-            for a, b in pairs:
-                new = new.replace(a, b)
-            if new != text:
-                f.write_text(new)
-    paths.make_own(stage)
-    paths.remove_own(where["old"])
-    if final.exists():
-        if not (final.is_dir() and paths.is_own(final)):  # checked before the run; checked again here
-            raise ConfigError(f"output_dir: {final} holds files that icl did not write; not replaced")
-        os.rename(final, where["old"])
-    os.rename(stage, final)
-    paths.remove_own(where["old"])
-
-
 def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
     """Execute one notebook into its staging folder and publish it if it completes. Runs in a
     worker process with --jobs; returns {"seconds", "runs_trained", "status", "error", "log"}."""
@@ -212,19 +164,12 @@ def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
         where[key].unlink(missing_ok=True)
     staged = {**params, "output_dir": os.path.relpath(where["stage"], root)}
     out = where["stage"] / f"{name}.ipynb"
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)  # inherited by the kernel papermill starts
-    os.environ["ICL_CACHE_STORE_LOG"] = str(where["stored"])
     start = time.perf_counter()
     result = {"status": "ok"}
-    # The kernel writes its own warnings to the inherited standard error: into a file, so that the
-    # terminal shows one start and one end line per notebook.
     kernel_log = where["log"].with_suffix(".kernel.log")
-    sys.stderr.flush()
-    saved_fd, sink = os.dup(2), os.open(kernel_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(sink, 2)
     try:
-        execute(root, name, staged, out, progress=False)
+        with kernel_environment({**env, "ICL_CACHE_STORE_LOG": str(where["stored"])}, kernel_log):
+            execute(root, name, staged, out, progress=False)
     except PapermillExecutionError as err:
         cause = (err.evalue or "").strip().splitlines()
         result = {"status": "failed", "ename": err.ename,
@@ -235,13 +180,6 @@ def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
 
         result = {"status": "failed", "ename": type(err).__name__, "error": f"{type(err).__name__}: {err}".splitlines()[0]}
         write_log(where["log"], traceback.format_exc())
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved_fd, 2)
-        os.close(saved_fd), os.close(sink)
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-        os.environ.pop("ICL_CACHE_STORE_LOG", None)
     result["seconds"] = round(time.perf_counter() - start, 1)
     stored = where["stored"].read_text().split() if where["stored"].exists() else []
     where["stored"].unlink(missing_ok=True)
@@ -256,6 +194,26 @@ def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
     return result
 
 
+@contextmanager
+def kernel_environment(env: dict, kernel_log: Path):
+    """`env` in os.environ, which the kernel papermill starts inherits, and standard error into
+    `kernel_log`: the kernel writes its own warnings there, so that the terminal shows one start and
+    one end line per notebook. Both as they were afterwards."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    sys.stderr.flush()
+    saved_fd, sink = os.dup(2), os.open(kernel_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(sink, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved_fd, 2)
+        os.close(saved_fd), os.close(sink)
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+
+
 def write_log(path: Path, text: str) -> None:
     """The notebook's traceback, then what its kernel wrote to standard error."""
     kernel = path.with_suffix(".kernel.log")
@@ -264,36 +222,8 @@ def write_log(path: Path, text: str) -> None:
 
 
 def hold_lock(root: Path, profile: str):
-    """An exclusive lock on the profile's staging folder: two reproductions of one profile at
-    once would publish into each other's folders. Released when the returned file is closed or
-    the process ends (a killed run leaves no stale lock)."""
-    import fcntl
-
-    path = root / profile_root(profile) / ".staging" / ".lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    f = open(path, "w")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.close()
-        raise ConfigError(f"profile: another `icl reproduce --profile {profile}` is running on "
-                          f"{profile_root(profile)}/ (it holds {path.relative_to(root)}); wait for it to end") from None
-    return f
-
-
-class Serial:
-    """The executor interface, running each job at once in this process (--jobs 1)."""
-
-    def submit(self, fn, *args) -> Future:
-        f = Future()
-        try:
-            f.set_result(fn(*args))
-        except BaseException as err:  # noqa: B902 (Ctrl-C included: it reaches the caller below)
-            f.set_exception(err)
-        return f
-
-    def shutdown(self, **_) -> None:
-        pass
+    """The profile's lock (processes.hold_lock): held until the returned file is closed."""
+    return processes.hold_lock(root / profile_root(profile) / ".staging", f"icl reproduce --profile {profile}")
 
 
 def longest_first(root: Path, profile: str, names: list[str]) -> list[str]:
@@ -322,16 +252,12 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
         check_parameters(root, n, params[n])
     check_destinations(root, params)
     lock = hold_lock(root, profile)  # noqa: F841 (held until this function returns)
-    env = {"MPLBACKEND": INLINE_BACKEND, **(ONE_THREAD if jobs > 1 else {})}
+    registry = root / profile_root(profile) / ".staging" / ".processes"  # where workers and kernels register
+    env = {"MPLBACKEND": INLINE_BACKEND, processes.REGISTRY_ENV: str(registry), **(ONE_THREAD if jobs > 1 else {})}
     number = {n: i for i, n in enumerate(names, 1)}
     results: dict[str, dict] = {}
     pending, running = longest_first(root, profile, names) if jobs > 1 else list(names), {}
-    if jobs > 1:
-        import multiprocessing
-
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
-    else:
-        pool = Serial()
+    pool = processes.worker_pool(jobs, registry)
     try:
         while pending or running:
             for n in list(pending):
@@ -361,14 +287,6 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
     finally:
         pool.shutdown(cancel_futures=True)
     return results
-
-
-def cores() -> int:
-    """The cores this process may use (as `nproc` counts them), not the machine's."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def add_arguments(p) -> None:

@@ -1,9 +1,11 @@
 """Sweeps: a parameter file expands into independent runs (models x spectra x depths x seeds x
 learning rates); runs that can share a batched pass are grouped; every finished group is written
-to the run cache at once, so a killed sweep resumes where it stopped."""
+to the run cache at once, so a killed sweep resumes where it stopped. A run that diverges is
+recorded as such and its group's other runs are kept (train.train_finite)."""
 from __future__ import annotations
 
 import itertools
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -12,7 +14,7 @@ from tqdm import tqdm
 
 from .cache import RunCache
 from .config import ConfigError, RunConfig, field_names
-from .train import group_key, train_group
+from .train import group_key, is_diverged, train_finite
 
 # Plural keys of a sweep file and the RunConfig field each one varies, outermost first: runs come
 # out spectrum by spectrum, then seed, model, top_k, and depth and learning rate innermost (the two
@@ -80,33 +82,46 @@ def groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
     return list(out.values())
 
 
-def check_before_training(todo: list[list[RunConfig]], cache: RunCache, memory: bool = True) -> None:
-    """ConfigError if a group cannot fit in this machine's memory or the cache cannot take its results."""
+def check_before_training(todo: list[list[RunConfig]], cache: RunCache, folders, memory: bool = True) -> None:
+    """ConfigError if a group cannot fit in this machine's memory or the cache (the shard `folders`
+    included) cannot take its results."""
     from .memory import check_fits
 
     for group in todo if memory else []:
         check_fits(group[0], [c.depth for c in group])
-    cache.check_writable()
+    cache.check_writable(folders)
 
 
 def run_sweep(cfgs: list[RunConfig], cache: RunCache | None = None, progress: bool = True,
-              runner: Callable[[list[list[RunConfig]]], list[list[dict]]] | None = None) -> list[dict]:
+              runner: Callable[[list[list[RunConfig]]], list[list[dict]]] | None = None,
+              confirm: Callable[[list[list[RunConfig]]], None] | None = None) -> list[dict]:
     """Results in the order of cfgs. Cached runs are read; the others train group by group
-    (or through `runner`, e.g. a cluster executor, which gets all the missing groups at once)."""
+    (or through `runner`, e.g. a cluster executor, which gets all the missing groups at once).
+    `confirm` sees the groups to train before any does, and may refuse them (a ConfigError)."""
     cache = cache or RunCache()
-    results = {c: cache.load(c) for c in dict.fromkeys(cfgs)}
+    where = {c: cache.path(c) for c in dict.fromkeys(cfgs)}  # each key computed once
+    results = {c: cache.load(c, path) for c, path in where.items()}
     # A group with any run missing trains whole: a kill between two stores of one group leaves it
     # half cached, and its missing runs trained alone would differ in float rounding from the
-    # batched pass of an uninterrupted sweep. Runs already cached keep their entry.
-    todo = [g for g in groups(list(results)) if any(results[c] is None for c in g)]
+    # batched pass of an uninterrupted sweep. Runs already cached keep their entry. Runs recorded
+    # as diverged stay out of the pass, as they were out of the pass that finished the others.
+    todo = [[c for c in g if not is_diverged(results[c])] for g in groups(list(results))
+            if any(results[c] is None for c in g)]
     if todo:  # refused before anything trains, so that no training is lost
-        check_before_training(todo, cache, memory=runner is None)  # a cluster's nodes have their own memory
+        folders = {where[c].parent for g in todo for c in g if results[c] is None}
+        check_before_training(todo, cache, folders, memory=runner is None)  # a cluster's nodes have their own memory
+        if confirm is not None:
+            confirm(todo)
+    unstored = []
 
     def keep(group: list[RunConfig], rs: list[dict]) -> None:
         for c, r in zip(group, rs):
             if results[c] is None:
-                cache.store(c, r)
                 results[c] = r
+                try:
+                    cache.store(c, r, where[c])
+                except OSError as err:  # e.g. the disk filled up after the check: keep the result
+                    unstored.append(f"{where[c].parent}: {err.strerror}")
 
     if runner is not None and todo:
         for group, rs in zip(todo, runner(todo)):
@@ -115,10 +130,18 @@ def run_sweep(cfgs: list[RunConfig], cache: RunCache | None = None, progress: bo
         bar = tqdm(total=len(results), initial=len(results) - sum(map(len, todo)), disable=not progress,
                    desc="runs", unit="run", leave=False)
         for group in todo:
-            keep(group, train_group(group, progress=progress))
+            keep(group, train_finite(group, progress=progress))
             bar.update(len(group))
         bar.close()
+    if unstored:
+        print(f"icl: warning: {len(unstored)} finished run(s) could not be written to the cache ({unstored[0]}); "
+              "they are in the results returned (--json), and a rerun trains them again", file=sys.stderr)
     return [results[c] for c in cfgs]
+
+
+def diverged(results: list[dict]) -> list[str]:
+    """What each diverged run of `results` says of itself (train.diverged_record's error)."""
+    return [r["error"] for r in results if is_diverged(r)]
 
 
 def runs_of(results: list[dict], spectrum, **fields) -> list[dict]:

@@ -25,7 +25,17 @@ SELECTION_PERCENTILES = list(range(1, 100))
 
 
 class DivergenceError(RuntimeError):
-    """The loss became NaN or infinite."""
+    """The loss of some models of a group became NaN or infinite: `models` are their indices in
+    the group's configs, `step` the training step (None: in the final evaluation)."""
+
+    def __init__(self, message: str, models: list[int] = (), step: int | None = None):
+        super().__init__(message)
+        self.models, self.step = list(models), step
+
+
+def describe(cfg: RunConfig) -> str:
+    """The settings that tell a group's runs apart, and its seed: what a diverged run is named by."""
+    return f"{cfg.model} depth {cfg.depth}, seed {cfg.seed}, learning_rate {cfg.learning_rate:g}"
 
 
 def resolve_device(name: str) -> torch.device:
@@ -38,7 +48,7 @@ def resolve_device(name: str) -> torch.device:
 
 def group_key(cfg: RunConfig) -> tuple:
     """Configs with equal keys can train together in one stack."""
-    return tuple(sorted(cfg.replace(depth=1, learning_rate=0.0).to_dict().items()))
+    return tuple(sorted({**cfg.to_dict(), "depth": 1, "learning_rate": 0.0}.items()))
 
 
 def lr_factor(cfg: RunConfig, step: int) -> float:
@@ -148,6 +158,17 @@ def plateau(curve_steps: list[int], curve: list[float], total_steps: int) -> flo
     return float((smooth[at80] - end) / max(end, 1e-12))
 
 
+def train_step(stack: Stack, opt: StackAdam, base: RunConfig, gen: torch.Generator, step: int) -> tuple:
+    """One Adam update of every model of the stack on a fresh batch: (the stack's Output, (M,) losses)."""
+    batch = sample_batch(base, base.batch_size, gen)
+    out = stack(batch)
+    losses = ((out.pred - batch.target[:, None]) ** 2).mean(0)  # (M,)
+    opt.zero_grad()
+    losses.sum().backward()
+    opt.step(lr_factor(base, step))
+    return out, losses.detach()
+
+
 def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
     """Train every config of one group in a single batched pass; one result dict per config."""
     keys = {group_key(c) for c in cfgs}
@@ -183,32 +204,70 @@ def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
     for step in range(base.steps):
         if step in checkpoints:
             record()
-        batch = sample_batch(base, base.batch_size, gen)
-        losses = ((stack(batch).pred - batch.target[:, None]) ** 2).mean(0)  # (M,)
+        out, losses = train_step(stack, opt, base, gen, step)
         # Noted on the device at every step, read every 25 steps (a read syncs a GPU), so the
         # error names the step where the loss first broke, not the step it was noticed.
-        first_bad = torch.where((first_bad < 0) & ~torch.isfinite(losses), step, first_bad)
+        first_bad = torch.where((first_bad < 0) & own_nonfinite(stack, out.layer_preds, losses), step, first_bad)
         if step % 25 == 0 or step == base.steps - 1:
-            check_finite(first_bad, base, depths)
-        opt.zero_grad()
-        losses.sum().backward()
-        opt.step(lr_factor(base, step))
+            check_finite(first_bad, cfgs, order)
         bar.update(1)
     bar.close()
     record()
     wall = time.perf_counter() - start
     if not np.isfinite(curve[-1]).all():
-        raise DivergenceError(f"training diverged: final evaluation loss is NaN or inf ({base.model})")
+        bad = own_nonfinite(stack, predict(stack, evalset)[1], torch.as_tensor(curve[-1])).nonzero().flatten().tolist()
+        raise DivergenceError("training diverged: the final evaluation loss is NaN or inf for "
+                              + "; ".join(describe(cfgs[order[m]]) for m in bad), [order[m] for m in bad])
     return group_results(cfgs, order, device, checkpoints, curve, modes, focus, omega, summarise(stack, evalset, valset), wall)
 
 
-def check_finite(first_bad: torch.Tensor, base: RunConfig, depths: list[int]) -> None:
-    """Raise DivergenceError naming the first step at which any model's loss was NaN or inf
-    (first_bad: (M,), -1 where a model's loss has stayed finite)."""
+def own_nonfinite(stack: Stack, layer_preds: torch.Tensor | None, losses: torch.Tensor) -> torch.Tensor:
+    """(M,) whether each model's own numbers broke: its layers' predictors (B, T) where the stack
+    has them (their mean mixes every model's layers in one product, so one model's NaN makes every
+    loss NaN at once), else, or where every layer is finite, its loss."""
+    if layer_preds is None:
+        return ~torch.isfinite(losses)
+    own = ((~torch.isfinite(layer_preds)).any(0).float() @ stack.layer_mean) > 0
+    return torch.where(own.any(), own, ~torch.isfinite(losses))
+
+
+def check_finite(first_bad: torch.Tensor, cfgs: list[RunConfig], order: list[int]) -> None:
+    """Raise DivergenceError naming the models whose loss broke first and that step (first_bad: (M,)
+    in stack order, -1 where a model has stayed finite). Only the first: a broken model makes the
+    others' gradients NaN from the next step on."""
     if bool((first_bad >= 0).any()):
-        m = int(torch.where(first_bad >= 0, first_bad, base.steps).argmin())
-        raise DivergenceError(f"training diverged (loss is NaN or inf) at step {int(first_bad[m])} "
-                              f"for {base.model} depth {depths[m]}")
+        step = int(torch.where(first_bad >= 0, first_bad, torch.iinfo(first_bad.dtype).max).min())
+        bad = (first_bad == step).nonzero().flatten().tolist()
+        raise DivergenceError(f"training diverged (loss is NaN or inf) at step {step} for "
+                              + "; ".join(describe(cfgs[order[m]]) for m in bad), [order[m] for m in bad], step)
+
+
+def train_finite(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
+    """train_group, except that a model whose loss breaks does not take the group down: it gets a
+    diverged record and the others train again without it (the pass a rerun would make)."""
+    results, todo = {}, list(range(len(cfgs)))
+    while todo:
+        try:
+            results.update(zip(todo, train_group([cfgs[i] for i in todo], progress)))
+            break
+        except DivergenceError as err:
+            for j in err.models:
+                results[todo[j]] = diverged_record(cfgs[todo[j]], err.step)
+            todo = [i for j, i in enumerate(todo) if j not in err.models]
+    return [results[i] for i in range(len(cfgs))]
+
+
+def diverged_record(cfg: RunConfig, step: int | None) -> dict:
+    """What the run cache keeps of a run that diverged, so that a rerun neither trains it again
+    (unless asked) nor its group's other runs (cache.DIVERGED_FIELDS)."""
+    where = f"at step {step}" if step is not None else "in the final evaluation"
+    return {"config": cfg.to_dict(), "version": __version__, "device": resolve_device(cfg.device).type,
+            "diverged": True, "diverged_step": step,
+            "error": f"training diverged (loss is NaN or inf) {where} for {describe(cfg)}"}
+
+
+def is_diverged(result: dict | None) -> bool:
+    return bool(result) and result.get("diverged") is True
 
 
 def group_results(cfgs: list[RunConfig], order: list[int], device: torch.device, checkpoints: list[int], curve: list,

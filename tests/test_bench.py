@@ -85,5 +85,19 @@ def test_bench_only_runs_the_named_cases(tmp_path):
                  "--repeats", "1", "--only", "shared_stream L=2-1"])
     assert code == 0
     assert [c["case"] for c in json.loads(out.read_text())["cases"]] == ["shared_stream L=2-1"]
-    with pytest.raises(SystemExit, match="no case named"):
-        main(["bench", "--json", str(out), "--only", "nonsense"])
+
+
+@pytest.mark.parametrize("argv,words", [(["--repeats", "0"], ["repeats", "0", ">= 1"]),
+                                        (["--depths", "0"], ["depths", "[0]", ">= 1"]),
+                                        (["--deep-sweep-depths", "4", "-1"], ["deep_sweep_depths", "-1"]),
+                                        (["--only", "nosuchcase"], ["only", "'nosuchcase'", "softmax L=16"]),
+                                        (["--dim", "0"], ["dim", "0"])])
+def test_bad_bench_arguments_exit_2_in_one_line_before_any_timing(tmp_path, capsys, monkeypatch, argv, words):
+    """--repeats 0 and --depths 0 were tracebacks, an unknown --only exited 1."""
+    import icl.bench
+
+    monkeypatch.setattr(icl.bench, "peak_flop_rate", lambda *a: pytest.fail("timing started"))
+    assert main(["bench", "--json", str(tmp_path / "b.json"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert all(w in err for w in words), err

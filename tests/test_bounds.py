@@ -82,3 +82,54 @@ def test_bounds_are_cached_and_recomputed_when_their_code_changes(tmp_path, monk
     monkeypatch.setattr(cache_mod, "source_hash", lambda **kw: "changed code")
     again = bounds.bounds(cfg, depths, 128, cache=runs)
     assert len(calls) == 2 and again["random_subspace"] == first["random_subspace"]
+
+
+BOUND_PROBE = """
+import json, sys, threading, time, torch
+torch.set_num_threads(1)
+from icl import bounds
+from icl.config import RunConfig
+
+def anon():
+    for line in open("/proc/self/status"):
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+
+bounds.bounds(RunConfig(dim=4, context_length=8, eval_contexts=32), [1, 2], 32)  # libraries and allocator warm
+base, peak, done = anon(), [0], threading.Event()
+def watch():
+    while not done.is_set():
+        peak[0] = max(peak[0], anon())
+        time.sleep(0.001)
+watcher = threading.Thread(target=watch)
+watcher.start()
+bounds.bounds(RunConfig(**json.loads(sys.argv[1])), json.loads(sys.argv[2]), int(sys.argv[3]))
+done.set()
+watcher.join()
+print(peak[0] - base)
+"""
+
+
+@pytest.mark.parametrize("sizes,depths,fit", [({}, [1, 2, 4, 8, 16, 32, 64], 2048), ({"key_dim": 4}, [1, 16, 256], 2048)],
+                         ids=["default", "rank 4 to depth 256"])
+def test_the_bound_memory_estimate_is_within_a_factor_of_two_of_the_measured_peak(sizes, depths, fit):
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", BOUND_PROBE, json.dumps(sizes), json.dumps(depths), str(fit)],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True)
+    measured, estimate = int(out.stdout.split()[-1]), bounds.bound_bytes(RunConfig(**sizes), depths, fit)
+    print(f"estimate {estimate / 2**20:.0f} MiB, measured {measured / 2**20:.0f} MiB")
+    assert 0.5 < estimate / measured < 2.0
+
+
+@pytest.mark.parametrize("argv,word", [(["--dim", "100000"], "dim 100000"),
+                                       (["--eval-contexts", "1000000000"], "eval_contexts 1000000000"),
+                                       (["--fit-contexts", "1000000000"], "fit_contexts 1000000000")])
+def test_a_bound_too_large_for_memory_is_refused_in_one_line(capsys, monkeypatch, argv, word):
+    """Was a DefaultCPUAllocator traceback."""
+    monkeypatch.setattr(bounds, "contexts", lambda *a: pytest.fail("contexts were drawn"))
+    assert main(["bound", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("icl: error: memory: ") and word in err and "GiB" in err, err

@@ -37,7 +37,7 @@ def leftovers(root: Path) -> list[Path]:
 
 
 def trained(cfg):
-    return icl.sweep.train_group([cfg], progress=False)[0]
+    return icl.sweep.train_finite([cfg], progress=False)[0]
 
 
 def test_store_then_load_round_trip(tmp_path):
@@ -223,7 +223,7 @@ def test_corrupt_entry_is_rejected_and_recomputed(tmp_path, capsys, corrupt):
 def test_cached_run_is_read_not_retrained(tmp_path, monkeypatch):
     cache, cfg = RunCache(tmp_path), quick()
     [first] = run_sweep([cfg], cache, progress=False)
-    monkeypatch.setattr(icl.sweep, "train_group", lambda *a, **k: pytest.fail("retrained a cached run"))
+    monkeypatch.setattr(icl.sweep, "train_finite", lambda *a, **k: pytest.fail("retrained a cached run"))
     assert run_sweep([cfg], cache, progress=False) == [first]
 
 
@@ -257,7 +257,7 @@ def final_losses(results):
 
 def test_interrupted_sweep_keeps_finished_groups_and_resumes(tmp_path, monkeypatch):
     reference = run_sweep(sweep_cfgs(), RunCache(tmp_path / "ref"), progress=False)
-    real, calls = icl.sweep.train_group, []
+    real, calls = icl.sweep.train_finite, []
 
     def interrupted(group, progress=True):
         calls.append([c.seed for c in group])
@@ -265,7 +265,7 @@ def test_interrupted_sweep_keeps_finished_groups_and_resumes(tmp_path, monkeypat
             raise KeyboardInterrupt  # Ctrl-C during the second group
         return real(group, progress)
 
-    monkeypatch.setattr(icl.sweep, "train_group", interrupted)
+    monkeypatch.setattr(icl.sweep, "train_finite", interrupted)
     cache = RunCache(tmp_path / "c")
     with pytest.raises(KeyboardInterrupt):
         run_sweep(sweep_cfgs(), cache, progress=False)
@@ -292,8 +292,8 @@ def test_group_killed_between_its_stores_is_retrained_whole(tmp_path, monkeypatc
     for cfg, result in zip(sweep_cfgs(), reference):
         if (cfg.seed, cfg.depth) != (1, 2):
             cache.store(cfg, result)
-    real, calls = icl.sweep.train_group, []
-    monkeypatch.setattr(icl.sweep, "train_group", lambda g, progress=True: calls.append(g) or real(g, progress))
+    real, calls = icl.sweep.train_finite, []
+    monkeypatch.setattr(icl.sweep, "train_finite", lambda g, progress=True: calls.append(g) or real(g, progress))
     resumed = run_sweep(sweep_cfgs(), cache, progress=False)
     assert [[c.depth for c in g] for g in calls] == [[1, 2]]
     assert without_timing(resumed) == without_timing(reference)
@@ -306,7 +306,7 @@ def test_runner_results_are_cached_as_they_arrive(tmp_path):
         for i, group in enumerate(groups):
             if i == 1:
                 raise KeyboardInterrupt
-            yield icl.sweep.train_group(group, progress=False)
+            yield icl.sweep.train_finite(group, progress=False)
 
     cache = RunCache(tmp_path)
     with pytest.raises(KeyboardInterrupt):

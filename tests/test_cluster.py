@@ -44,11 +44,11 @@ def test_jobs_store_their_own_results(tmp_path):
     another job fails before run_sweep gets to store anything."""
     cache = RunCache(tmp_path / "cache")
     runner = submitit_runner("submitit-local", tmp_path / "submitit", cache=cache, timeout_min=5)
-    bad = tiny_config(model="softmax", depth=1, label_noise=float("inf"))  # infinite labels: diverges at once
+    mixed = [SWEEP[0], SWEEP[2]]  # not one group: train_group refuses it, so this job fails
     with pytest.raises(RuntimeError, match="1 of 2 job"):
-        runner([[SWEEP[2]], [bad]])
+        runner([[SWEEP[2]], mixed])
     assert cache.load(SWEEP[2]) is not None
-    assert cache.load(bad) is None
+    assert cache.load(SWEEP[0]) is None
 
 
 def test_job_parameters_layer_defaults_environment_and_arguments(monkeypatch):
@@ -74,3 +74,15 @@ def test_sweep_command_submits_through_submitit(tmp_path):
     assert len(list((tmp_path / "runs" / "submitit").glob("*_result.pkl"))) == 1
     result = json.loads(out.read_text())["runs"][0]
     assert result["final_loss"] == RunCache(tmp_path / "runs").load(SWEEP[2])["final_loss"]
+
+
+def test_slurm_where_there_is_none_is_one_line_naming_the_local_executor(tmp_path, capsys, monkeypatch):
+    """Was a 30-line RuntimeError from submitit ('Could not detect "srun"') after the cache lookups."""
+    from icl.cli import main
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no srun here, whatever this machine has
+    params = tmp_path / "sweep.yaml"
+    params.write_text("model: linear\ndim: 6\ncontext_length: 12\nsteps: 2\ndevice: cpu\ndepths: [1]\n")
+    assert main(["sweep", str(params), "--cache", str(tmp_path / "runs"), "--executor", "slurm", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "SLURM was not found" in err and "submitit-local" in err, err

@@ -21,6 +21,10 @@ BAD = [
     ("model", "mlp"), ("task", "hard"), ("device", "tpu"), ("schedule", "linear"),
     ("residual_scale", "sqrt"), ("warmup_fraction", 1.0), ("init_scale", -1.0),
     ("key_dim", 7),  # > dim 6
+    # non-finite or absurd values (issue 18): each once passed validation, then diverged or crashed
+    ("learning_rate", math.inf), ("init_scale", math.inf), ("init_scale", 1e3), ("label_noise", math.inf),
+    ("label_noise", 1e6), ("input_exponent", -1000.0), ("task_exponent", 11.0), ("plateau_tolerance", math.inf),
+    ("seed", 99999999999999999999), ("seed", -1), ("seed", 2**32),
 ]
 
 
@@ -37,7 +41,8 @@ def test_impossible_value_names_its_key(key, value):
 
 @pytest.mark.parametrize("key,value", [("top_k", 12), ("top_k", 1), ("learning_rate", 0.0), ("label_noise", 0.0),
                                        ("input_exponent", -0.5), ("key_dim", 0), ("key_dim", 6),
-                                       ("warmup_fraction", 0.0)])
+                                       ("warmup_fraction", 0.0), ("input_exponent", -10.0), ("task_exponent", 10.0),
+                                       ("seed", 2**32 - 1), ("init_scale", 100.0), ("label_noise", 100.0)])
 def test_edge_values_are_allowed(key, value):
     assert getattr(tiny_config(**{key: value}), key) == value
 
@@ -77,3 +82,18 @@ def test_key_dim_zero_means_dim():
 def test_config_is_frozen():
     with pytest.raises(Exception):
         tiny_config().depth = 3
+
+
+def test_the_largest_seed_and_exponents_train():
+    from icl.train import train
+
+    r = train(tiny_config(seed=2**32 - 1, input_exponent=10.0, task_exponent=-10.0, depth=2, steps=2), progress=False)
+    assert math.isfinite(r["final_loss"])
+
+
+def test_to_dict_is_dataclasses_asdict():
+    """to_dict skips asdict's deep copies (a minute for 10^6 configs); the run-cache key hashes it."""
+    import dataclasses
+
+    cfg = tiny_config(model="linear", key_dim=3, track_modes=True)
+    assert cfg.to_dict() == dataclasses.asdict(cfg) and list(cfg.to_dict()) == list(dataclasses.asdict(cfg))

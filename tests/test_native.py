@@ -3,6 +3,11 @@ per-layer predictors and every gradient, over shapes that exercise each branch o
 (key widths with and without a specialised copy, feature counts that are not a multiple of the
 product's row groups, one-layer models, several contexts per thread)."""
 import ctypes
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -134,3 +139,42 @@ def test_the_portable_build_computes_the_same(model, tmp_path, monkeypatch):
     assert rel(pred, ref_pred) < 1e-5 and rel(layers, ref_layers) < 1e-5
     for name, g in ref_grads.items():
         assert rel(grads[name], g) < 1e-4, name
+
+
+LOAD = ("from icl import native; lib = native.library('context_updates'); "
+        "print(lib is not None and hasattr(lib, 'cu_forward') and hasattr(lib, 'cu_backward'))")
+
+
+def load_in_a_fresh_process(cache: Path) -> subprocess.CompletedProcess:
+    """library() in its own process (a damaged library can kill it), on a kernel cache in tmp_path."""
+    return subprocess.run([sys.executable, "-c", LOAD], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "ICL_KERNEL_CACHE": str(cache)})
+
+
+@pytest.fixture(scope="module")
+def built_kernels(tmp_path_factory) -> Path:
+    """Both kernels built once into a kernel cache of this module's own."""
+    cache = tmp_path_factory.mktemp("kernels")
+    subprocess.run([sys.executable, "-c", "from icl import native; native.library('context_updates'); "
+                    "native.library('shared_stream')"], check=True, timeout=300, env={**os.environ, "ICL_KERNEL_CACHE": str(cache)})
+    return cache
+
+
+@pytest.mark.parametrize("damage", ["truncated", "the other kernel's"])
+def test_a_damaged_kernel_library_is_rebuilt_with_a_one_line_notice(built_kernels, tmp_path, damage):
+    """A truncated library was a bus error with no message; another kernel's library under this
+    one's name was an `undefined symbol` traceback at its first call."""
+    cache = tmp_path / "kernels"
+    shutil.copytree(built_kernels, cache)
+    assert load_in_a_fresh_process(cache).stderr == ""  # built with its checksum: loaded as it is
+    built = next(cache.glob("context_updates-*.so"))
+    good = built.read_bytes()
+    if damage == "truncated":
+        built.write_bytes(good[: len(good) // 2])
+    else:
+        built.write_bytes(next(cache.glob("shared_stream-*.so")).read_bytes())
+    again = load_in_a_fresh_process(cache)
+    assert again.returncode == 0 and again.stdout.strip() == "True", (again.returncode, again.stderr)
+    notice = again.stderr.strip().splitlines()
+    assert len(notice) == 1 and "damaged or replaced" in notice[0] and "rebuilding" in notice[0], again.stderr
+    assert load_in_a_fresh_process(cache).stderr == ""  # the rebuilt library passes its check

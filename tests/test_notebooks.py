@@ -125,3 +125,15 @@ def test_nbval_fails_when_a_checked_number_changes(tmp_path):
                        env={**os.environ, "MPLBACKEND": "Agg"}, timeout=600)
     assert r.returncode != 0, "nbval passed a notebook whose checked output was changed"
     assert "9.99" in r.stdout
+
+
+def test_a_bad_papermill_value_shows_as_its_one_line(tmp_path):
+    """The README's recipe (plain papermill, e.g. -p top_k 1.5 for notebook 03): the cell's error is
+    its one line, not a ~50-line traceback through icl's checks; papermill's own frames may stay."""
+    import re
+
+    r = run_papermill(tmp_path, "-p", "steps", "1.5")
+    assert r.returncode != 0
+    text = re.sub(r"\x1b\[[0-9;]*m", "", r.stderr)
+    cell = [line for line in text.split('Exception encountered at "In [')[1].splitlines()[1:] if line.strip()]
+    assert len(cell) == 1 and cell[0].startswith("ConfigError: steps: 1.5 is not allowed; it must be an integer"), text

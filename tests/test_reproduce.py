@@ -3,6 +3,7 @@
 only when its run completes, and a failed run says so in one line, in a log and in REPORT.md."""
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -38,6 +39,10 @@ def one_error_line(capsys, argv, *words) -> str:
     ("top_k", "1.5", ["03_difficult", "top_k", "1.5"]),
     ("depths", "[0, 2]", ["03_difficult", "depths", "every depth must be >= 1"]),
     ("input_exponet", "1.3", ["input_exponet"]),
+    ("input_exponent", "abc", ["03_difficult", "input_exponent", "'abc'", "not a number"]),  # was a ValueError traceback
+    ("task_exponent", "-1000", ["03_difficult", "task_exponent", "-1000", "[-10, 10]"]),
+    ("spectra", "[[0, 50]]", ["03_difficult", "spectra", "50", "[-10, 10]"]),
+    ("seeds", "[99999999999999999999]", ["03_difficult", "seeds", "99999999999999999999"]),
 ])
 def test_bad_parameter_stops_before_any_notebook_starts(capsys, monkeypatch, key, value, words):
     monkeypatch.setattr(rep, "run_notebook", lambda *a: pytest.fail("a notebook started"))
@@ -227,3 +232,14 @@ def test_a_completed_notebook_is_published_into_its_output_folder(clone):
     final = clone / params["output_dir"]
     assert (final / "02_easy_nonlinear.ipynb").is_file() and (final / paths_module.MARKER).is_file()
     assert not rep.staging_paths(clone, params, "02_easy_nonlinear")["stage"].exists()
+
+
+def test_make_reproduce_runs_one_notebook_per_core_under_omp_num_threads_1():
+    """`JOBS ?= $(shell nproc)` gave 1 under OMP_NUM_THREADS=1 (nproc obeys it): one notebook at a time."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(["make", "-n", "-s", "reproduce"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    line = [line for line in proc.stdout.splitlines() if "icl reproduce" in line][-1]
+    default = subprocess.run([sys.executable, "-c", "from icl.reproduce import cores; print(cores())"], env=env,
+                             capture_output=True, text=True, timeout=60).stdout.strip()
+    jobs = re.search(r"--jobs (\d+)", line)
+    assert (jobs.group(1) if jobs else default) == default == str(len(os.sched_getaffinity(0))), (line, default)

@@ -1,5 +1,5 @@
 """The command line and sweeps: bad input exits with status 2 and one line naming the key,
-divergence is reported with its step and never cached, help lists every option, JSON output."""
+divergence is reported with its step and recorded as such, help lists every option, JSON output."""
 import json
 import math
 import os
@@ -53,6 +53,12 @@ BAD_TRAIN = [
     (["--depth=2.5"], "depth"),
     (["--normalize-inputs=maybe"], "normalize_inputs"),
     (["--no-such-flag=1"], "--no-such-flag"),
+    # non-finite or absurd values (issue 18): accepted before, then a divergence or a traceback
+    (["--learning-rate=inf"], "learning_rate"),
+    (["--init-scale=inf"], "init_scale"),
+    (["--label-noise=inf"], "label_noise"),
+    (["--input-exponent=-1000"], "input_exponent"),
+    (["--seed=99999999999999999999"], "seed"),
 ]
 
 
@@ -184,17 +190,18 @@ def test_divergence_names_the_first_bad_step(monkeypatch):
     assert "depth 2" in str(err.value)
 
 
-def test_diverging_sweep_writes_no_cache_entry(tmp_path, capsys):
+def test_a_diverged_run_is_recorded_as_diverged_never_as_a_result(tmp_path, capsys):
     cache = RunCache(tmp_path)
-    with pytest.raises(DivergenceError):
-        run_sweep([tiny_config(**HUGE)], cache, progress=False)
-    assert not [p for p in tmp_path.rglob("*") if p.is_file()]
-    # Through the CLI: status 1 and one line that says so.
+    (record,) = run_sweep([tiny_config(**HUGE)], cache, progress=False)
+    assert record["diverged"] is True and "final_loss" not in record and "depth 2" in record["error"]
+    assert cache.load(tiny_config(**HUGE)) == record
+    # Through the CLI: status 1, the run named by its config, and no training the second time.
     params = write(tmp_path / "huge.yaml", "\n".join(f"{k}: {v}" for k, v in {**TINY, **HUGE}.items()))
-    assert main(["sweep", str(params), "--cache", str(tmp_path / "c"), "--no-progress"]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "diverged" in err[0] and "step" in err[0]
-    assert not [p for p in (tmp_path / "c").rglob("*") if p.is_file()]
+    for _ in range(2):
+        assert main(["sweep", str(params), "--cache", str(tmp_path / "c"), "--no-progress"]) == 1
+        err = [line for line in capsys.readouterr().err.strip().splitlines() if "to train in" not in line]  # the estimate
+        assert len(err) == 2 and "diverged" in err[0] and "step" in err[0] and "learning_rate 1e+06" in err[0], err
+    assert len([p for p in (tmp_path / "c").rglob("*.json")]) == 1
 
 
 def test_expand_crosses_every_axis():
@@ -237,7 +244,7 @@ def no_training(monkeypatch):
     fail = lambda *a, **k: pytest.fail("training started before the input was checked")
     monkeypatch.setattr(icl.train, "train_group", fail)
     monkeypatch.setattr(icl.train, "train", fail)
-    monkeypatch.setattr(sys.modules["icl.sweep"], "train_group", fail)
+    monkeypatch.setattr(sys.modules["icl.sweep"], "train_finite", fail)
 
 
 def quick_error(capsys, argv, *words) -> str:

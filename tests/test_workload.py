@@ -1,0 +1,84 @@
+"""Jobs too large to be meant (issue 18): `icl train` and `icl sweep` print the estimated time (from
+real training steps timed here) and cache size before training, and refuse more than a day of
+work, or more cache than the disk has free, unless --yes."""
+import json
+import shutil
+from collections import namedtuple
+
+import pytest
+
+import icl.sweep
+import icl.train
+from conftest import TINY, tiny_config
+from icl import workload
+from icl.cache import RunCache
+from icl.cli import main
+from icl.config import RunConfig
+from icl.sweep import groups, run_sweep
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+FLAGS = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()] + ["--no-progress"]
+
+
+def refused(capsys, argv, *words):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert all(w in err for w in words), err
+    return err
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    fail = lambda *a, **k: pytest.fail("training started")
+    monkeypatch.setattr(icl.train, "train", fail)
+    monkeypatch.setattr(icl.sweep, "train_finite", fail)
+
+
+def test_train_with_a_trillion_steps_is_refused_with_its_estimate(capsys, no_training):
+    """Was accepted silently, then a progress bar's ETA of centuries."""
+    refused(capsys, ["train", *FLAGS, "--steps", "1000000000000"], "work: 1 run", "days on this machine",
+            "more than a day of work", "--yes")
+
+
+def test_a_sweep_of_more_than_a_day_is_refused_before_training(tmp_path, capsys, no_training):
+    params = tmp_path / "sweep.yaml"
+    params.write_text("".join(f"{k}: {v}\n" for k, v in {**TINY, "steps": 10**9}.items()) + "depths: [1, 2]\nseeds: [0, 1, 2]\n")
+    refused(capsys, ["sweep", str(params), "--cache", str(tmp_path / "runs"), "--no-progress"],
+            "6 runs to train in 3 groups", "kB of cache", "a measured step of softmax depths 1-2 (2 models)",
+            "more than a day")
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("*.json"))
+
+
+def test_a_cache_larger_than_the_free_disk_is_refused(tmp_path, capsys, monkeypatch, no_training):
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**6, 10**6 - 1000, 1000))
+    refused(capsys, ["train", *FLAGS, "--cache", str(tmp_path / "runs")], "free on its disk", "--yes")
+
+
+def test_yes_runs_it_and_every_job_prints_its_estimate_first(tmp_path, capsys):
+    cfg = tiny_config(steps=10**9)
+    with pytest.raises(workload.ConfigError, match="more than a day"):
+        workload.check_workload([[cfg]], yes=False)
+    workload.check_workload([[cfg]], yes=True)  # no error: the caller trains
+    assert main(["train", *FLAGS, "--json", str(tmp_path / "r.json")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2].startswith("icl: 1 run to train in 1 group: about") and "measured step of softmax depth 1" in err[-2]
+
+
+def test_the_estimates_are_close_to_a_real_run(tmp_path):
+    """Time within a factor of four of the measured training (a busy machine moves both), cache size
+    within a factor of two of the entries written, for models whose results differ in size."""
+    cfgs = [tiny_config(model="softmax", depth=L, steps=150, track_modes=True) for L in (1, 4)] + \
+           [tiny_config(model="linear", depth=8, steps=150)] + \
+           [tiny_config(model="context_updates", depth=2, steps=150, context_length=16, key_dim=2)]
+    todo = groups(cfgs)
+    e = workload.estimate(todo)
+    results = run_sweep(cfgs, RunCache(tmp_path), progress=False)
+    walls = {icl.train.group_key(RunConfig(**r["config"])): r["wall_seconds"] for r in results}  # one per group
+    trained = sum(walls.values())
+    written = sum(p.stat().st_size for p in tmp_path.rglob("*.json"))
+    print(f"time: estimate {e['seconds']:.2f} s, trained {trained:.2f} s; size: estimate {e['bytes']}, written {written}")
+    assert 0.25 < e["seconds"] / trained < 4
+    assert 0.5 < e["bytes"] / written < 2
