@@ -59,4 +59,22 @@ def c8(top2, wide, u_top2, u_wide) -> dict:
                                                                  below(estimate(u_wide, "self_mass"), BROAD_MASS)])}
 
 
+def c7_numbers(table) -> dict:
+    """What C7's checks read, per sweep, for the record (results.json, REPORT)."""
+    return {sweep_name(r): {"alpha": estimate(r, "alpha"), "R_deepest / R_ref": estimate(r, "fall_beyond"),
+                            "A_L change": estimate(r, "A_change"), "C_L change": estimate(r, "C_change"),
+                            "converged": bool(r.trained_to_plateau)} for _, r in table.iterrows()}
+
+
+def c8_numbers(top2, wide, u_top2, u_wide) -> dict:
+    """What C8's checks read, for the record: per target, alpha and R_deepest / R_ref of the sweep,
+    the span and mean of the update scalars and the deepest model's self-attention mass."""
+    out = {}
+    for r, u in ((top2, u_top2), (wide, u_wide)):
+        out[f"top-{int(r.top_k)}"] = {"alpha": estimate(r, "alpha"), "R_deepest / R_ref": estimate(r, "fall_beyond"),
+                                      "u span": estimate(u, "u_span"), "u mean": estimate(u, "u_mean"),
+                                      "self mass": estimate(u, "self_mass"), "converged": bool(r.trained_to_plateau)}
+    return out
+
+
 RULES = {"C7": lambda c: verdict(c), "C8": lambda c: verdict(c)}  # reproduced: all; partly: some; not: none
