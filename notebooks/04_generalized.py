@@ -97,7 +97,7 @@ eval_contexts = 1024
 eval_points = 10
 depths = [1, 2, 4, 8, 16, 32, 64]  # softmax and untied values: one attention row per layer, cheap
 context_depths = [1, 2, 4, 8, 16, 32, 64]  # shared stream and context updates: P x P attention per layer
-full_rank_context_depths = [1, 2, 4, 8, 16]  # the same two at full rank (key_dim = dim): see "Depths" above
+full_rank_context_depths = [1, 2, 4, 8, 16]  # the same two at full rank (key_dim equal to dim): see the Depths paragraph
 seeds = [0, 1]
 spectra = [[0.0, 0.0]]  # [input_exponent, task_exponent]
 wide_top_k = 16  # the broad target of C.3 (needs a context of at least 16 tokens)
