@@ -316,13 +316,15 @@ trend[[*SWEEP, "n_seeds", "deepest", "alpha", "alpha_lo95", "alpha_hi95", "fall_
 # %%
 a0, b0 = s["spectra"][0]  # C8 is judged on the first spectrum
 rows, units = trend.set_index(SWEEP, drop=False), scalars.set_index(["key_dim", "top_k"], drop=False)
-regimes = {"C7": {}, "C8": {}}
+regimes, checks = {"C7": {}, "C8": {}}, {"C7": {}, "C8": {}}
 for kd in key_dims:
     c7_sweeps = trend[(trend.key_dim == kd) & trend.model.isin(["shared_stream", "untied_values"])]
     c8_rows = [rows.loc[(kd, "context_updates", k, a0, b0), :] for k in (2, K)] + [units.loc[(kd, k), :] for k in (2, K)]
-    for cid, checks, numbers in (("C7", rules.c7(c7_sweeps), rules.c7_numbers(c7_sweeps)),
-                                 ("C8", rules.c8(*c8_rows), rules.c8_numbers(*c8_rows))):
-        regimes[cid][f"key_dim {kd}"] = {"status": rules.RULES[cid](checks), "measured": {**numbers, **checks}}
+    checks["C7"][kd], checks["C8"][kd] = rules.c7(c7_sweeps), rules.c8(*c8_rows)
+    numbers = {"C7": rules.c7_numbers(c7_sweeps), "C8": rules.c8_numbers(*c8_rows)}
+    for cid in regimes:
+        regimes[cid][f"key_dim {kd}"] = {"status": rules.RULES[cid](checks[cid][kd]),
+                                         "measured": {**numbers[cid], **checks[cid][kd]}}
 claim_by_regime(s, "C7", "Shared stream (C.1) and untied values (C.2) keep an approximate inverse-depth trend beyond "
                 "moderate depth, with both decomposition terms approaching constants.", regimes["C7"], compare_png,
                 f"R_deepest / R_{s['reference_depth']} < 1; |alpha - 1| <= {rules.ALPHA_TOL}; A_L and C_L change < "
@@ -334,8 +336,7 @@ claim_by_regime(s, "C8", f"With context updates (C.3) top-2 keeps an inverse-dep
                 f"R_deepest / R_{s['reference_depth']} > {1 - rules.FLAT_GAIN}; u span > {rules.U_SPAN} (top-2), <= "
                 f"{rules.U_SPAN} (top-{K}); top-{K} mean u within {rules.U_TOL} of {rules.PAPER_U}; self-attention mass >= "
                 f"{rules.IDENTITY_MASS} (top-2), <= {rules.BROAD_MASS} (top-{K}); 95 % intervals over seeds")
-nb.write_results(s, {"sweeps": trend.to_dict("records"), "update_scalars": scalars.to_dict("records"),
-                     "checks": {cid: {kd: r["measured"] for kd, r in by_rank.items()} for cid, by_rank in regimes.items()}})
+nb.write_results(s, {"sweeps": trend.to_dict("records"), "update_scalars": scalars.to_dict("records"), "checks": checks})
 {cid: {kd: str(r["status"]) for kd, r in by_rank.items()} for cid, by_rank in regimes.items()}
 
 # %% [markdown]
