@@ -215,3 +215,109 @@ def subspace_ratios(part: pd.DataFrame, dim: int, key_dim: int) -> dict:
     reference = {L: random_coverage(L, dim, key_dim) for L in depths if L >= m}  # once, not per resample
     coverage = {L: paired(lambda sw, L=L, ref=ref: at_depth(sw, L) / ref, part, value="coverage_error") for L, ref in reference.items()}
     return {"block": m, "overlap": overlap, "coverage": list(coverage.values()), "coverage_by_depth": coverage}
+
+
+# ---------------------------------------------------------------- any statistic, per sweep
+
+
+def per_sweep(df: pd.DataFrame, by: list[str], statistic, **options) -> pd.DataFrame:
+    """Per group of `by`: the Estimates `statistic(part, **options)` returns ({name: Estimate}) as
+    estimate columns (`estimate_columns`), with the number of seeds they rest on."""
+    rows = []
+    for key, part in df.groupby(list(by), sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        found = statistic(part, **options)
+        row = {**dict(zip(by, key)), "n_seeds": max((e.n_seeds for e in found.values()), default=0)}
+        for name, e in found.items():
+            row.update(estimate_columns(name, e))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def column_means(part: pd.DataFrame, columns: list[str]) -> dict[str, Estimate]:
+    """The mean over seeds of each column of a frame with one row per seed (e.g. a number read off
+    each seed's one-layer model), with bootstrap intervals."""
+    values = part.sort_values("seed")[list(columns)].to_numpy(float)
+    return over_seeds(lambda m: dict(zip(columns, m.mean(0))), values)
+
+
+# ---------------------------------------------------------------- the easy task (notebooks 01, 02)
+
+
+def fit_quality(part: pd.DataFrame, **fit_options) -> dict[str, Estimate]:
+    """R² (of log R_L) of the protocol fit of one sweep's mean curve (`sweep_fit`), over seeds."""
+    return {"r2": paired(lambda sw: sweep_fit(*sw, **fit_options).r2, part)}
+
+
+def exponent_differences(parts: dict[str, pd.DataFrame], **fit_options) -> dict[str, Estimate]:
+    """alpha_i - alpha_j for every pair of the named sweeps (protocol fit of each mean curve), the
+    two sweeps' seeds resampled together: "does the exponent depend on the spectrum"."""
+    alpha = lambda sw: sweep_fit(*sw, **fit_options).alpha
+    names = list(parts)
+    return {f"{a} minus {b}": paired(lambda x, y: alpha(x) - alpha(y), parts[a], parts[b])
+            for i, a in enumerate(names) for b in names[i + 1:]}
+
+
+def one_layer_gain(part: pd.DataFrame) -> dict[str, Estimate]:
+    """R_1 and the largest gain of a deeper model over it, R_1 - min_{L > 1} R_L (seed means; 0
+    without a deeper model, which cannot beat one layer): what C2 reads of a sweep."""
+    def stats(sw) -> dict:
+        depths, mean = np.asarray(sw[0]), sw[1].mean(0)
+        first = float(mean[depths == 1][0])
+        return {"R_1": first, "depth_gain": first - float(mean[depths > 1].min()) if (depths > 1).any() else 0.0}
+
+    return paired(stats, part)
+
+
+def mode_estimates(per_seed: pd.DataFrame, shown, few_layers: int) -> dict[str, Estimate]:
+    """C6a's numbers from `modes.learning_table` (one row per seed): the learning order at each
+    depth in `shown`, and the lowest normalised final loss of the strongest and of the weakest mode
+    over the depths <= few_layers (seed means, so "learned by depth few_layers")."""
+    few = [c for c in per_seed.columns if c.startswith("strongest L=") and int(c.split("=")[1]) <= few_layers]
+    lowest = lambda m, mode: min(m[c.replace("strongest", mode)] for c in few)
+    out = {f"learning order L={L}": of_seed_means(per_seed, lambda m, L=L: m[f"order L={L}"]) for L in shown}
+    for mode in ("strongest", "weakest"):
+        out[f"{mode} mode by depth {few_layers}"] = of_seed_means(per_seed, lambda m, mode=mode: lowest(m, mode))
+    return out
+
+
+# ---------------------------------------------------------------- the generalised models (notebook 04)
+
+
+def depth_trend(part: pd.DataFrame, ref_depth: int) -> dict[str, Estimate]:
+    """What C7 and C8 read of one sweep beyond its reference depth: `fall_beyond` = R_deepest /
+    R_ref (below 1: depth still helps), and, where the model has a decomposition, how much A_L and
+    C_L change over the last doubling (`last_doubling`)."""
+    depths = sorted(part.depth.unique())
+    if ref_depth not in depths:
+        raise ValueError(f"reference depth {ref_depth} is not in the sweep (depths {depths})")
+    out = {"fall_beyond": paired(lambda sw: float(sw[1].mean(0)[-1]) / at_depth(sw, ref_depth), part)}
+    if part.A_L.notna().any():
+        out.update(A_change=last_doubling(part, "A_L"), C_change=last_doubling(part, "C_L"))
+    return out
+
+
+def last_doubling(part: pd.DataFrame, value: str) -> Estimate:
+    """|v(L_max) - v(L_max / 2)| / |v(L_max / 2)| on the seed means of `value`: has it levelled off?"""
+    deep = int(part.depth.max())
+    if deep % 2 or deep // 2 not in set(part.depth):
+        raise ValueError(f"{value}: the sweep needs depths {deep // 2} and {deep} to measure the last doubling")
+    change = lambda sw: abs(at_depth(sw, deep) - at_depth(sw, deep // 2)) / abs(at_depth(sw, deep // 2))
+    return paired(change, part[part.depth.isin([deep // 2, deep])], value=value)
+
+
+def context_update_estimates(table: pd.DataFrame) -> dict[str, Estimate]:
+    """C8's numbers of one context-update sweep (`tables.context_update_table`), over its seeds, on
+    the used layers only (the last layer's u_l is never read): the span (max - min) across depths
+    and the mean over depths of the mean u_l, and the mean self-attention mass at the deepest depth."""
+    used = table[table.used]
+    u = used.pivot_table(index="seed", columns="depth", values="u", aggfunc="mean").dropna()  # (seeds, depths > 1)
+    mass = used[used.depth == used.depth.max()].groupby("seed").self_mass.mean().reindex(u.index)  # (seeds,)
+
+    def stats(u: np.ndarray, mass: np.ndarray) -> dict:
+        per_depth = u.mean(0)
+        return {"u_span": float(np.ptp(per_depth)), "u_mean": float(per_depth.mean()), "self_mass": float(mass.mean())}
+
+    if u.empty:  # depth 1 only: no layer whose update is read
+        return {k: Estimate.point(math.nan, 0) for k in ("u_span", "u_mean", "self_mass")}
+    return over_seeds(stats, u.to_numpy(float), mass.to_numpy(float))

@@ -126,6 +126,23 @@ def learning_order(half_fall) -> float:
     return float(spearmanr(np.arange(len(h)), h).statistic)
 
 
+def learning_table(runs: dict, shown) -> "pd.DataFrame":
+    """Per seed, C6a's numbers of the tracked linear models. runs: {(depth, seed): result with
+    mode-wise losses}; columns 'order L=<depth>' (`learning_order` of its half-fall steps) for the
+    depths in `shown`, and 'strongest L=<depth>', 'weakest L=<depth>' (the first and the last
+    mode's normalised final loss, loss_k(end) / loss_k(0)) for every depth; one row per seed."""
+    import pandas as pd
+
+    rows = {}
+    for (depth, seed), r in sorted(runs.items()):
+        steps, norm = normalised_mode_curves(r)
+        row = rows.setdefault(seed, {})
+        if depth in shown:
+            row[f"order L={depth}"] = learning_order(half_fall_steps(steps, norm))
+        row[f"strongest L={depth}"], row[f"weakest L={depth}"] = float(norm[-1, 0]), float(norm[-1, -1])
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("seed").sort_index()
+
+
 def trained_convergence_depths(depths, finals, level: float = 0.1) -> np.ndarray:
     """Per mode, the smallest trained depth whose final normalised loss loss_k(end)/loss_k(0)
     is below `level`; inf where no trained depth gets there. depths (n,), finals (n, d)."""

@@ -1,6 +1,6 @@
 """Loss-against-depth analysis, in one place: the seed means of a sweep, the power-law fit of
 loss against depth (§D.1), the paper's tables in our numbers (Table 1, 4, 5 and the fitting
-appendix), and the small verdict helpers of claims C7 and C8.
+appendix), and per-run tables of what a notebook reads off its runs (focusing, context updates).
 
 Every function reads frames like `notebook.losses_frame` (one row per trained model: depth,
 seed, loss, A_L, C_L, converged, ...) or a notebook's losses.csv, which holds the same rows.
@@ -147,36 +147,7 @@ def reference_exponent(curve, depths) -> float:
         return math.nan
 
 
-# ---------------------------------------------------------------- verdict helpers of C7 and C8
-
-
-def gain_beyond(df: pd.DataFrame, ref_depth: int = 4, value: str = "loss", n_se: float = 2.0) -> dict:
-    """How much the deepest model beats the model of depth `ref_depth` (means over seeds).
-
-    gain is absolute, rel_gain relative to R(ref); spread is the combined standard error of the two
-    means, sqrt(se_ref^2 + se_deep^2); `falls` says the gain exceeds n_se spreads and is positive.
-    With one seed the spread is 0, so any positive gain counts: run several seeds to judge.
-    """
-    m = seed_means(df, value).set_index("depth")
-    if ref_depth not in m.index:
-        raise ValueError(f"reference depth {ref_depth} is not in the sweep (depths {m.index.tolist()})")
-    deep = int(m.index.max())
-    ref, last = m.loc[ref_depth], m.loc[deep]
-    gain = float(ref["mean"] - last["mean"])
-    spread = math.hypot(float(ref["sem"]), float(last["sem"]))
-    return {"ref_depth": ref_depth, "deepest": deep, "R_ref": float(ref["mean"]), "R_deep": float(last["mean"]),
-            "gain": gain, "rel_gain": gain / float(ref["mean"]), "spread": spread,
-            "falls": bool(gain > 0 and gain > n_se * spread)}
-
-
-def last_doubling_change(df: pd.DataFrame, value: str) -> float:
-    """|v(L_max) - v(L_max / 2)| / |v(L_max / 2)| on the seed means: has `value` levelled off?"""
-    m = seed_means(df, value).set_index("depth")["mean"]
-    deep = int(m.index.max())
-    if deep % 2 or deep // 2 not in m.index:
-        raise ValueError(f"{value}: the sweep needs depths {deep // 2} and {deep} to measure the last doubling")
-    half = float(m.loc[deep // 2])
-    return abs(float(m.loc[deep]) - half) / abs(half)
+# ---------------------------------------------------------------- per-run tables of notebooks 02 and 04
 
 
 def context_update_table(results: list[dict]) -> pd.DataFrame:
@@ -193,12 +164,18 @@ def context_update_table(results: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def spread_across_depths(table: pd.DataFrame, value: str = "u") -> float:
-    """max - min over depths of the mean of `value` over the used layers and seeds: how much it
-    varies with depth (depth 1 has no used layer and drops out)."""
-    per_depth = table[table["used"]].groupby("depth")[value].mean()
-    return float(np.ptp(per_depth.to_numpy())) if len(per_depth) else float("nan")
-
+def focus_frame(results: list[dict]) -> pd.DataFrame:
+    """The focusing probe (M4) at the end of training, one row per run: the spectrum, depth and
+    seed, the attention mass on the matching token, and how much ||Q||·||K|| grew from its initial
+    value (their ratio). Runs trained without `track_focus` are left out."""
+    rows = []
+    for r in results:
+        c, f = r["config"], r.get("focus")
+        if f:
+            growth = f["query_norm"][-1] * f["key_norm"][-1] / (f["query_norm"][0] * f["key_norm"][0])
+            rows.append({"input_exponent": c["input_exponent"], "task_exponent": c["task_exponent"], "depth": c["depth"],
+                         "seed": c["seed"], "target_mass": f["target_mass"][-1], "norm_growth": growth})
+    return pd.DataFrame(rows)
 
 
 def largest_rise(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:

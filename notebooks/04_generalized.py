@@ -40,11 +40,22 @@
 # costs far more than the controlled model's single query row. On a CPU both run in C kernels
 # (`icl.native`) that take one (model, context) pair through all its layers with its states in
 # cache and recompute attention in the backward pass instead of storing it; `icl bench` measures
-# them against their first implementation (README, "Speed"). The `quick` profile runs depths
-# 1–64 for every model at P = 64, batches of 64 and 1,000 steps (the `timing` table below gives
-# the seconds per step measured in this run): 1,000 steps are still below the paper's budget, and
-# the deep full-rank runs are flagged where they have not reached their plateau. The `paper` profile
-# widens all of these on a GPU.
+# them against their first implementation (README, "Speed"). The `quick` profile trains at P = 64
+# with batches of 64 and 1,000 steps, below the paper's budget; runs that have not reached their
+# plateau are flagged. The `paper` profile widens all of these on a GPU. What a run costs is not
+# printed here (it changes from one run to the next with the machine's load): `make bench` measures
+# seconds per step (`outputs/bench.md`) and `make reproduce` records each notebook's wall time in
+# `outputs/timings.json`.
+#
+# **Depths.** The controlled model and untied values (one attention row per layer) run at `depths`
+# (1–64 in `quick`) at every rank, and so do the shared stream and context updates at the
+# rank-limited `key_dim` (`context_depths`). At full rank those two run at
+# `full_rank_context_depths` only (1–16 in `quick`). Why: at full rank the controlled model is flat
+# on the softmax bound (notebooks 03 and 06), and the deep full-rank runs of these two models are
+# the most expensive of the repository (the kernel's score and feature loops grow with the rank;
+# README, "How long it takes"), yet decide nothing that depths up to 16 do not: C7 and C8 compare
+# the deepest depth with `reference_depth` (4), C7 reads the last doubling of depth (8 to 16), and
+# the shorter grid has both.
 #
 # **The rank axis.** As in notebook 03, every sweep runs at each `key_dim` in `key_dims`: a
 # rank-limited one (4 at d = 16) and full rank (16), where the controlled model shows no depth gain
@@ -59,9 +70,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import bounds, claims
+from icl import bounds, estimates
 from icl import notebook as nb
 from icl import plots, tables
+from icl.claims import claim_by_regime, show_claims
+from icl.claims import generalised as rules
 from icl.sweep import runs_of
 
 plots.style()
@@ -84,6 +97,7 @@ eval_contexts = 1024
 eval_points = 10
 depths = [1, 2, 4, 8, 16, 32, 64]  # softmax and untied values: one attention row per layer, cheap
 context_depths = [1, 2, 4, 8, 16, 32, 64]  # shared stream and context updates: P x P attention per layer
+full_rank_context_depths = [1, 2, 4, 8, 16]  # the same two at full rank (key_dim equal to dim): see the Depths paragraph
 seeds = [0, 1]
 spectra = [[0.0, 0.0]]  # [input_exponent, task_exponent]
 wide_top_k = 16  # the broad target of C.3 (needs a context of at least 16 tokens)
@@ -100,9 +114,21 @@ _ = s.config(top_k=K)  # stops here if the context is too short for the broad ta
 # %% [markdown]
 # ## Verdict criteria (written before the runs)
 #
-# "Seed spread" below is the combined standard error over seeds of the two mean losses compared;
-# "falls beyond moderate depth" means the deepest model's mean loss is below that of the model at
-# `reference_depth` (4 in the quick and paper profiles) by more than two seed spreads. Fits are `R_L = L0 + c L^-α` on the seed means, floor fitted jointly.
+# "Falls beyond moderate depth" means the deepest model's mean loss is below that of the model at
+# `reference_depth` (4 in the quick and paper profiles): the ratio R_deepest / R_ref is below 1.
+# Fits are the protocol fit of notebook 03: R_L = L0 + c·L^(−α) by least squares on log R_L, on the
+# seed means of every depth, unweighted, the floor fitted jointly and held to 0 ≤ L0 ≤ min_L R_L.
+#
+# **How sure a number is.** Every number a check reads (the ratio R_deepest / R_ref, α, the
+# changes of A_L and C_L, the span and mean of the update scalars, the self-attention mass) comes
+# with its 95 % interval from a bootstrap over seeds (`icl.intervals`; the depths of one seed share
+# their data stream and are resampled together). A check *holds* when the whole interval lies on
+# its side of the threshold, *fails* when the whole interval lies on the other side, and is
+# *inconclusive* otherwise; a claim whose status inconclusive checks leave open is *inconclusive*,
+# with the range it lies in. *(The only change since these criteria were first written: "falls
+# beyond moderate depth" was "below R_ref by more than two seed spreads", the combined standard
+# error of the two means; the interval of the ratio now says how sure the fall is, as every other
+# number's interval does. The thresholds are unchanged; they live in `icl.claims.generalised`.)*
 #
 # **C7** (shared stream and untied values, top-2), for each model and spectrum:
 # 1. the loss falls beyond moderate depth;
@@ -113,7 +139,8 @@ _ = s.config(top_k=K)  # stops here if the context is too short for the broad ta
 # **C8** (context updates):
 # 1. top-2 keeps an inverse-depth signal: its loss falls beyond moderate depth and its fitted α lies
 #    within 0.35 of 1;
-# 2. top-16 stops improving: its loss does not fall beyond moderate depth, or falls by less than 2 %;
+# 2. top-16 stops improving: its loss does not fall beyond moderate depth, or falls by less than 2 %
+#    (R_deepest / R_ref > 0.98, which contains "does not fall at all");
 # 3. the update scalar varies with depth for top-2: the mean of `u_l` over used layers spans more
 #    than 0.5 across depths;
 # 4. it stays near a constant for top-16: that span is at most 0.5 ...
@@ -127,9 +154,6 @@ _ = s.config(top_k=K)  # stops here if the context is too short for the broad ta
 # not reproduced at any, and partly reproduced otherwise.
 
 # %%
-ALPHA_TOL, LEVEL_TOL, FLAT_GAIN = 0.35, 0.15, 0.02
-U_SPAN, PAPER_U, U_TOL = 0.5, -2.3, 0.5
-IDENTITY_MASS, BROAD_MASS = 0.7, 0.3
 NAMES = {"softmax": "softmax (controlled)", "untied_values": "C.2 untied values",
          "shared_stream": "C.1 shared stream", "context_updates": "C.3 context updates"}
 
@@ -140,28 +164,17 @@ NAMES = {"softmax": "softmax (controlled)", "untied_values": "C.2 untied values"
 # reference each relaxation is compared with.
 
 # %%
-def sweep(model, depths, top_k, key_dim):
-    return s.run(s.grid(depths, s["seeds"], s["spectra"], model=model, top_k=top_k, key_dim=key_dim))
-
-
 key_dims = s["key_dims"]
-SWEEPS = [("softmax", 2, s["depths"]), ("untied_values", 2, s["depths"]), ("shared_stream", 2, s["context_depths"]),
-          ("context_updates", 2, s["context_depths"]), ("softmax", K, s["depths"]), ("context_updates", K, s["context_depths"])]
-runs = {(m, k, kd): sweep(m, L, k, kd) for kd in key_dims for m, k, L in SWEEPS}
+SWEEPS = [("softmax", 2), ("untied_values", 2), ("shared_stream", 2), ("context_updates", 2), ("softmax", K),
+          ("context_updates", K)]
+CONTEXT_MODELS = ("shared_stream", "context_updates")  # P x P attention among the context tokens in every layer
+grid = {(m, k, kd): s["depths"] if m not in CONTEXT_MODELS else
+        s["full_rank_context_depths"] if kd in (0, s["dim"]) else s["context_depths"]
+        for kd in key_dims for m, k in SWEEPS}  # (model, top_k, key_dim) -> depths
+runs = {(m, k, kd): s.run(s.grid(L, s["seeds"], s["spectra"], model=m, top_k=k, key_dim=kd)) for (m, k, kd), L in grid.items()}
 df = nb.losses_frame([r for rs in runs.values() for r in rs])
 nb.save_table(s, df, "losses")
 df.pivot_table(index=["key_dim", "model", "top_k", "input_exponent", "task_exponent"], columns="depth", values="loss")
-
-# %% [markdown]
-# What each sweep cost: wall-clock seconds per training step, evaluations included, for all depths
-# of one seed in one pass, as recorded when the run was trained (so it depends on that machine's load).
-
-# %%
-timing = pd.DataFrame([{"model": m, "top_k": k, "key_dim": kd, "depths": f"{min(L)}–{max(L)}", "layers in the pass": sum(L),
-                        "wall seconds per step": 1 / runs[(m, k, kd)][0]["steps_per_second"]}
-                       for kd in key_dims for m, k, L in SWEEPS])
-nb.save_table(s, timing, "timing")
-timing
 
 # %% [markdown]
 # ## Training curves
@@ -188,7 +201,7 @@ def part(model, k, kd, a, b):
     return df[(df.model == model) & (df.top_k == k) & (df.key_dim == kd) & (df.input_exponent == a) & (df.task_exponent == b)]
 
 
-KEYS = [(m, k, kd, a, b) for kd in key_dims for m, k, _ in SWEEPS for a, b in s["spectra"]]
+KEYS = [(m, k, kd, a, b) for kd in key_dims for m, k in SWEEPS for a, b in s["spectra"]]
 fits = {key: tables.fit_depths(part(*key)) for key in KEYS}
 PANELS = [("shared_stream", 2), ("untied_values", 2), ("context_updates", 2), ("context_updates", K)]
 ROWS = [(kd, a, b) for kd in key_dims for a, b in s["spectra"]]
@@ -242,7 +255,7 @@ for row, kd in zip(axes, key_dims):
         t = ctx[(k, kd)]
         mean_u = t[t.used].groupby("depth").u.mean()
         row[2].plot(mean_u.index, mean_u.values, "o-", color=color, label=f"top-{k}")
-    row[2].axhline(PAPER_U, color="grey", ls="--", lw=1, label="paper: −2.3")
+    row[2].axhline(rules.PAPER_U, color="grey", ls="--", lw=1, label="paper: −2.3")
     row[2].set(xlabel="depth L", ylabel="mean u_l over used layers", title=f"key_dim {kd}")
     row[2].set_xscale("log", base=2)
     row[2].legend(fontsize=7)
@@ -264,7 +277,6 @@ summary.round(3)
 # context's full attention matrix from the first layer of the deepest model (first seed).
 
 # %%
-deepest = max(s["context_depths"])
 fig, axes = plt.subplots(len(key_dims), 4, figsize=(16, 3.8 * len(key_dims)), squeeze=False, layout="constrained")
 for row, kd in zip(axes, key_dims):
     for ax, k in zip(row[:2], (2, K)):
@@ -275,6 +287,7 @@ for row, kd in zip(axes, key_dims):
                ylim=(0, 1.02))
         ax.legend(fontsize=7)
     for ax, k in zip(row[2:], (2, K)):
+        deepest = max(grid[("context_updates", k, kd)])
         r = next(r for r in runs[("context_updates", k, kd)] if r["config"]["depth"] == deepest)
         im = ax.imshow(np.array(r["parameters"]["context_attention_example"]), cmap="viridis", vmin=0)
         ax.set(title=f"top-{k}, key_dim {kd}, L = {deepest}, layer 1", xlabel="key token ν", ylabel="query token μ")
@@ -284,110 +297,89 @@ attention_png = nb.save_figure(s, fig, "context_attention")
 
 # %% [markdown]
 # ## Verdicts
+# Per sweep, with intervals over seeds: the protocol fit (α), R_deepest / R_ref and, where the model
+# has a decomposition, the changes of A_L and C_L over the last doubling; per context-update sweep,
+# the span and mean of the update scalars and the deepest model's self-attention mass.
 
 # %%
-def trend(model, k, kd, a, b):
-    """The numbers every check reads, for one sweep."""
-    p, f = part(model, k, kd, a, b), fits[(model, k, kd, a, b)]
-    g = tables.gain_beyond(p, s["reference_depth"])
-    out = {"alpha": f.alpha, "alpha_se": f.alpha_se, "L0": f.L0, "L0_se": f.L0_se, "c": f.c, "r2": f.r2,
-           "R_ref": g["R_ref"], "R_deep": g["R_deep"], "rel_gain": g["rel_gain"], "spread": g["spread"],
-           "falls": g["falls"], "converged": bool(p.converged.all())}
-    if p.A_L.notna().any():
-        out.update(A_change=tables.last_doubling_change(p, "A_L"), C_change=tables.last_doubling_change(p, "C_L"))
-    return out
-
-
-name = lambda m, k, kd, a, b: f"{m}/top{k}/key_dim {kd}/{a:g},{b:g}"
-numbers = {name(*key): trend(*key) for key in KEYS}
-numbers["seconds_per_step"] = {f"{m}/top{k}/key_dim {kd}": v for m, k, kd, v in
-                               zip(timing.model, timing.top_k, timing.key_dim, timing["wall seconds per step"])}
+SWEEP = ["key_dim", "model", "top_k", *tables.SPECTRUM]
+trend = estimates.estimate_table(df, SWEEP).merge(
+    estimates.per_sweep(df, SWEEP, estimates.depth_trend, ref_depth=s["reference_depth"]), on=[*SWEEP, "n_seeds"])
+trend["softmax_bound"] = [bnds[(r.top_k, r.key_dim, r.input_exponent, r.task_exponent)]["single"] for r in trend.itertuples()]
+scalars = estimates.per_sweep(pd.concat([t.assign(key_dim=kd) for (k, kd), t in ctx.items()]), ["key_dim", "top_k"],
+                              estimates.context_update_estimates)
+nb.save_table(s, trend, "sweeps")
+nb.save_table(s, scalars, "update_scalar_estimates")
+trend[[*SWEEP, "n_seeds", "deepest", "alpha", "alpha_lo95", "alpha_hi95", "fall_beyond", "fall_beyond_lo95",
+       "fall_beyond_hi95", "A_change", "C_change", "fit_problem"]].round(3)
 
 # %%
-c7 = {kd: {} for kd in key_dims}
-for m, k, kd, a, b in KEYS:
-    if m in ("shared_stream", "untied_values"):
-        t = numbers[name(m, k, kd, a, b)]
-        c7[kd][name(m, k, kd, a, b)] = {"falls": t["falls"], "alpha near 1": bool(abs(t["alpha"] - 1) <= ALPHA_TOL),
-                                         "A, C level off": bool(max(t["A_change"], t["C_change"]) < LEVEL_TOL)}
-flat = lambda checks: {f"{key}: {n}": v for key, cs in checks.items() for n, v in cs.items()}
-keep = ("alpha", "alpha_se", "L0", "rel_gain", "spread", "A_change", "C_change", "converged")
-regimes7 = {f"key_dim {kd}": {"status": claims.verdict(flat(c7[kd])),
-                              "measured": {key: {n: numbers[key][n] for n in keep} for key in c7[kd]}} for kd in key_dims}
-claims.claim_by_regime(s, "C7", "Shared stream (C.1) and untied values (C.2) keep an approximate inverse-depth trend "
-                       "beyond moderate depth, with both decomposition terms approaching constants.", regimes7, compare_png,
-                       f"loss at the deepest < loss at depth {s['reference_depth']} by > 2 seed spreads; |alpha - 1| <= "
-                       f"{ALPHA_TOL}; A_L and C_L change < {LEVEL_TOL:.0%} over the last doubling of depth")
-c7
-
-# %%
-a0, b0 = s["spectra"][0]
-used_u = lambda t: t[t.used].groupby("depth").u.mean()
-c8, measured8 = {}, {}
+a0, b0 = s["spectra"][0]  # C8 is judged on the first spectrum
+rows, units = trend.set_index(SWEEP, drop=False), scalars.set_index(["key_dim", "top_k"], drop=False)
+regimes, checks = {"C7": {}, "C8": {}}, {"C7": {}, "C8": {}}
 for kd in key_dims:
-    top2, wide = numbers[name("context_updates", 2, kd, a0, b0)], numbers[name("context_updates", K, kd, a0, b0)]
-    u_span = {k: tables.spread_across_depths(ctx[(k, kd)]) for k in (2, K)}
-    u_mean = {k: float(used_u(ctx[(k, kd)]).mean()) for k in (2, K)}
-    self_mass = {k: float(ctx[(k, kd)][ctx[(k, kd)].used & (ctx[(k, kd)].depth == deepest)].self_mass.mean()) for k in (2, K)}
-    c8[kd] = {"top-2 inverse-depth signal": bool(top2["falls"] and abs(top2["alpha"] - 1) <= ALPHA_TOL),
-              f"top-{K} stops improving": bool(not wide["falls"] or wide["rel_gain"] < FLAT_GAIN),
-              "top-2 u varies with depth": bool(u_span[2] > U_SPAN),
-              f"top-{K} u constant": bool(u_span[K] <= U_SPAN),
-              f"top-{K} u near -2.3": bool(abs(u_mean[K] - PAPER_U) <= U_TOL),
-              f"attention: top-2 identity, top-{K} broad": bool(self_mass[2] >= IDENTITY_MASS and self_mass[K] <= BROAD_MASS)}
-    measured8[kd] = {"top2 alpha": top2["alpha"], "top2 alpha_se": top2["alpha_se"], "top2 rel_gain": top2["rel_gain"],
-                     f"top{K} rel_gain": wide["rel_gain"], f"top{K} spread": wide["spread"], "u span": u_span,
-                     "u mean": u_mean, "self mass": self_mass, "converged": bool(top2["converged"] and wide["converged"])}
-regimes8 = {f"key_dim {kd}": {"status": claims.verdict(c8[kd]), "measured": {**measured8[kd], **c8[kd]}} for kd in key_dims}
-claims.claim_by_regime(s, "C8", f"With context updates (C.3) top-2 keeps an inverse-depth signal while top-{K} stops "
-                       f"improving; the update scalar varies with depth for top-2 and stays near -2.3 for top-{K}; top-2 "
-                       f"context attention is nearly the identity, top-{K} broad.", regimes8, compare_png,
-                       f"top-2 falls beyond depth {s['reference_depth']} with |alpha - 1| <= {ALPHA_TOL}; top-{K} does not "
-                       f"fall (or < {FLAT_GAIN:.0%}); u span > {U_SPAN} (top-2), <= {U_SPAN} (top-{K}); top-{K} mean u within "
-                       f"{U_TOL} of {PAPER_U}; self-attention mass >= {IDENTITY_MASS} (top-2), <= {BROAD_MASS} (top-{K})")
-numbers.update(c7_checks=c7, c8_checks=c8, c8_measured=measured8)
-nb.write_results(s, numbers)
-c8
+    c7_sweeps = trend[(trend.key_dim == kd) & trend.model.isin(["shared_stream", "untied_values"])]
+    c8_rows = [rows.loc[(kd, "context_updates", k, a0, b0), :] for k in (2, K)] + [units.loc[(kd, k), :] for k in (2, K)]
+    checks["C7"][kd], checks["C8"][kd] = rules.c7(c7_sweeps), rules.c8(*c8_rows)
+    numbers = {"C7": rules.c7_numbers(c7_sweeps), "C8": rules.c8_numbers(*c8_rows)}
+    for cid in regimes:
+        regimes[cid][f"key_dim {kd}"] = {"status": rules.RULES[cid](checks[cid][kd]),
+                                         "measured": {**numbers[cid], **checks[cid][kd]}}
+claim_by_regime(s, "C7", "Shared stream (C.1) and untied values (C.2) keep an approximate inverse-depth trend beyond "
+                "moderate depth, with both decomposition terms approaching constants.", regimes["C7"], compare_png,
+                f"R_deepest / R_{s['reference_depth']} < 1; |alpha - 1| <= {rules.ALPHA_TOL}; A_L and C_L change < "
+                f"{rules.LEVEL_TOL:.0%} over the last doubling of depth; 95 % intervals over seeds")
+claim_by_regime(s, "C8", f"With context updates (C.3) top-2 keeps an inverse-depth signal while top-{K} stops improving; "
+                f"the update scalar varies with depth for top-2 and stays near -2.3 for top-{K}; top-2 context attention "
+                f"is nearly the identity, top-{K} broad.", regimes["C8"], scalars_png,
+                f"top-2: R_deepest / R_{s['reference_depth']} < 1 and |alpha - 1| <= {rules.ALPHA_TOL}; top-{K}: "
+                f"R_deepest / R_{s['reference_depth']} > {1 - rules.FLAT_GAIN}; u span > {rules.U_SPAN} (top-2), <= "
+                f"{rules.U_SPAN} (top-{K}); top-{K} mean u within {rules.U_TOL} of {rules.PAPER_U}; self-attention mass >= "
+                f"{rules.IDENTITY_MASS} (top-2), <= {rules.BROAD_MASS} (top-{K}); 95 % intervals over seeds")
+nb.write_results(s, {"sweeps": trend.to_dict("records"), "update_scalars": scalars.to_dict("records"), "checks": checks})
+{cid: {kd: str(r["status"]) for kd, r in by_rank.items()} for cid, by_rank in regimes.items()}
 
 # %% [markdown]
-# ## Reading the results (quick profile)
+# ## Reading the results
 #
-# These remarks describe the committed `quick` run (d = 16, P = 64, depths 1–64 for every model,
-# 1,000 steps, two seeds, key_dim 4 and 16); the verdicts above are the checks as written before it.
-#
-# - **Rank-limited (key_dim 4): every relaxation keeps a depth gain.** From depth 4 to 64 the
-#   controlled model loses 25 % (0.577 → 0.430), untied values the same (0.574 → 0.429: with scalar
-#   labels a per-layer value is a per-layer weight, and training leaves them nearly equal), the
-#   shared stream 25 % (0.601 → 0.453, above the controlled model at every depth, its deep runs
-#   still falling) and context updates 21 % (0.515 → 0.407). The fitted exponents are 0.6–0.8, not
-#   1: as in notebook 03 at this rank, the curves bend onto a floor. Top-16 with context updates
-#   gains 16 % beyond depth 4 (0.163 → 0.137) while the controlled top-16 model gains 38 %
-#   (0.242 → 0.151): the paper's contrast appears, but "stops improving" (2 %) does not.
-# - **Full rank (key_dim 16): no model gains from depth.** Every model ends 7–20 % *higher* at depth
-#   64 than at depth 4 (the controlled model 0.194 → 0.211, the shared stream 0.214 → 0.241), and
-#   most deep runs were still moving at the end of training (flagged not at their plateau): at this
-#   notebook's small budget (1,000 steps, batch 64, rate 0.01) the deep full-rank models are
-#   under-trained. Notebooks 03 and 06 train the controlled model at full rank with 2,000 steps,
-#   batch 256 and rate 0.003, and find it flat on the softmax bound; so the rise here is a training
-#   limit, while the absence of a gain agrees with them.
-# - **Context updates can beat the controlled model's bound.** With top-16 at full rank the
-#   context-update model reaches 0.124 at depths 2–4, below the softmax bound of 0.133 for top-16
-#   (and the mixture bound): rewriting the context labels before they are read is not an isotropic
-#   softmax of fixed labels, so the bound of notebooks 03 and 06 does not bind this model.
-# - **The update scalars** do not behave as the paper reports. The per-layer `u_l` shrink with depth
-#   while their *sum* stays between −1.2 and −1.8 (key_dim 4) from depth 4 on, for top-2 and top-16
-#   alike: the models learn a total context update spread over the layers, not a constant near
-#   −2.3 per layer. If the paper's scalar multiplies a 1/L-scaled update (its full text is not
-#   available to us), its constant corresponds to our sum, at about two thirds of the paper's
-#   magnitude at most.
-# - **Context attention.** At key_dim 4 it is sharper for top-2 than for top-16 (self-attention mass
-#   0.24 against 0.18 at depth 64), but top-2 is far from the identity. At full rank top-2 context
-#   attention is nearly the identity in shallow models (0.99 of the mass on the token itself at
-#   depths 2–8, 0.76 at depth 64) and top-16 is broad (0.24–0.30), as the paper describes; its
-#   scalars are small (sums −0.3 to −0.8).
+# What to look for, rank by rank. At the rank-limited `key_dim`: whether every relaxation keeps the
+# controlled model's depth gain beyond `reference_depth` (a ratio R_deepest / R_ref whose interval
+# lies below 1), whether its exponent is near 1 or, as in notebook 03 at this rank, lower because
+# the curve bends onto a floor, and whether top-16 with context updates stops improving or merely
+# improves less than the controlled top-16 model. At full rank: whether any model gains from depth
+# at all (notebooks 03 and 06 find the controlled model flat on the softmax bound there); a deep
+# model that ends *above* a shallow one and is flagged as still falling points at this notebook's
+# small training budget, not at depth. Whether the context-update model gets below the controlled
+# model's softmax bound: rewriting the context labels before they are read is not an isotropic
+# softmax of fixed labels, so that bound need not bind it. For the update scalars: whether the
+# per-layer u_l shrink with depth while their sum stays put (a total context update spread over the
+# layers, which would correspond to the paper's constant if its scalar multiplies a 1/L-scaled
+# update; its full text is not available to us), and whether the context attention of top-2 is
+# near the identity and that of top-16 broad. From this run:
+
+# %%
+for r in trend.itertuples():
+    lowest = part(r.model, r.top_k, r.key_dim, r.input_exponent, r.task_exponent).groupby("depth").loss.mean().min()
+    print(f"key_dim {r.key_dim}, {NAMES[r.model]}, top-{r.top_k}: R_{r.deepest} / R_{s['reference_depth']} "
+          f"{estimates.interval_text(estimates.estimate(trend.loc[r.Index], 'fall_beyond'))}, alpha "
+          f"{nb.fit_value(estimates.interval_text(estimates.estimate(trend.loc[r.Index], 'alpha')), r.fit_problem)}"
+          + ("; below the controlled model's softmax bound" if lowest < r.softmax_bound else ""))
+for (k, kd), t in ctx.items():
+    u, sums = units.loc[(kd, k), :], t[t.used].groupby(["depth", "seed"]).u.sum().groupby("depth").mean()
+    print(f"key_dim {kd}, top-{k}: mean u_l {estimates.interval_text(estimates.estimate(u, 'u_mean'))}, span across depths "
+          f"{estimates.interval_text(estimates.estimate(u, 'u_span'))}, sum over used layers {sums.min():.2f} to "
+          f"{sums.max():.2f}; self-attention at depth {max(grid[('context_updates', k, kd)])} "
+          f"{estimates.interval_text(estimates.estimate(u, 'self_mass'))}")
+
+# %% [markdown]
+# The regression check prints the seed-mean losses at one layer and at the deepest depth of every
+# sweep, the update scalars' summaries, and the verdicts; the fitted exponents are not printed here
+# at the `ci` profile's scale, where most fits are ill-conditioned.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-nb.show({f"{key} R(ref), R(deepest)": [t["R_ref"], t["R_deep"]] for key, t in numbers.items() if "R_ref" in t})
-nb.show({f"key_dim {kd}": {n: measured8[kd][n] for n in ("u span", "u mean", "self mass")} for kd in key_dims})
-claims.show_claims(s)
+nb.show({f"key_dim {r.key_dim}, {r.model}, top-{r.top_k}, ({r.input_exponent:g}, {r.task_exponent:g}): R_1, R_deepest":
+         [r.R_1, r.R_deepest] for r in trend.itertuples()}, digits=2)
+nb.show({f"key_dim {r.key_dim}, top-{r.top_k}": {"u span": r.u_span, "u mean": r.u_mean, "self mass": r.self_mass}
+         for r in scalars.itertuples()}, digits=2)
+show_claims(s)

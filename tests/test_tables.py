@@ -1,13 +1,13 @@
 """The analysis layer on hand-made loss frames whose answers are known: the fitting appendix's
-tables, and the depth-trend verdict helpers."""
+tables and the per-run tables (the depth-trend statistics of C7 and C8, with their intervals, are
+tested in test_claims_generalised.py)."""
 import math
 
 import pandas as pd
 import pytest
 
 from icl import tables
-from icl.tables import (context_update_table, fit_depths, gain_beyond, last_doubling_change, seed_means,
-                        spread_across_depths)
+from icl.tables import context_update_table, fit_depths, focus_frame, seed_means
 
 
 def frame():
@@ -88,30 +88,6 @@ def test_seed_means_average_over_seeds_and_give_the_standard_error():
     assert (m["n"] == 2).all()
 
 
-def test_gain_beyond_sees_a_falling_curve_and_not_a_flat_one():
-    falling = gain_beyond(sweep(lambda L: 0.3 + 1.0 / L, jitter=0.01))
-    assert falling["deepest"] == 16 and falling["R_deep"] < falling["R_ref"]
-    assert falling["gain"] == pytest.approx(0.25 - 1 / 16)
-    assert falling["falls"]
-    flat = gain_beyond(sweep(lambda L: 0.3 + 1e-4 / L, jitter=0.05))  # tiny gain, large seed spread
-    assert not flat["falls"]
-    rising = gain_beyond(sweep(lambda L: 0.3 + 0.01 * L))
-    assert rising["gain"] < 0 and not rising["falls"]
-
-
-def test_gain_beyond_needs_its_reference_depth():
-    with pytest.raises(ValueError, match="reference depth 3"):
-        gain_beyond(sweep(lambda L: 1.0 / L), ref_depth=3)
-
-
-def test_last_doubling_change_is_relative_and_on_the_named_column():
-    df = sweep(lambda L: 1.0, A_L=lambda L: 2.0 if L < 16 else 2.2, C_L=lambda L: 0.5)
-    assert last_doubling_change(df, "A_L") == pytest.approx(0.1)
-    assert last_doubling_change(df, "C_L") == pytest.approx(0.0)
-    with pytest.raises(ValueError, match="depths 8 and 16"):
-        last_doubling_change(df[df.depth != 8], "A_L")
-
-
 def test_fit_depths_recovers_an_inverse_depth_curve_with_its_floor():
     fit = fit_depths(sweep(lambda L: 0.4 + 0.5 * L**-1.0))
     assert fit.converged
@@ -141,13 +117,18 @@ def fake_result(top_k, depth, u, mass, seed=0):
             "parameters": {"context_scalar": u, "self_attention_mass": mass}}
 
 
-def test_context_update_table_marks_the_last_layer_unused_and_the_spread_ignores_it():
+def test_context_update_table_marks_the_last_layer_unused():
     runs = [fake_result(2, 1, [0.0], [0.9]), fake_result(2, 2, [-1.0, 0.0], [0.8, 0.7]),
             fake_result(2, 4, [-3.0, -3.0, -3.0, 0.0], [0.9] * 4)]
     t = context_update_table(runs)
     assert len(t) == 7
     assert t[t.depth == 4].layer.tolist() == [1, 2, 3, 4]
     assert t.used.tolist() == [False, True, False, True, True, True, False]
-    # used means: depth 2 -> -1, depth 4 -> -3 (the trailing zeros would pull them towards 0)
-    assert spread_across_depths(t) == pytest.approx(2.0)
-    assert math.isnan(spread_across_depths(t[t.depth == 1]))
+
+
+def test_focus_frame_reads_the_end_of_training_and_skips_untracked_runs():
+    focus = {"target_mass": [0.1, 0.95], "query_norm": [1.0, 2.0], "key_norm": [2.0, 3.0]}
+    runs = [{"config": {"input_exponent": 1.0, "task_exponent": 0.0, "depth": 1, "seed": 0}, "focus": focus},
+            {"config": {"input_exponent": 1.0, "task_exponent": 0.0, "depth": 2, "seed": 0}, "focus": None}]
+    f = focus_frame(runs)
+    assert len(f) == 1 and f.target_mass[0] == 0.95 and f.norm_growth[0] == pytest.approx(3.0)

@@ -1,0 +1,76 @@
+"""The verdict rules of notebooks 01 and 02 (the easy task): C1 and C6a (linear attention), C2
+(softmax attention).
+
+Each function takes the notebook's tables, whose numbers carry bootstrap intervals over seeds
+(`icl.estimates`; a column `x` with `x_lo95`, `x_hi95`, ...), and returns the named checks of one
+claim (True holds, False fails, None inconclusive; `icl.claims`). The thresholds below are the
+ones the notebooks' criteria cells state before the runs. C1's former uncertainty allowances
+(alpha within 2 standard errors of the references, spectra 3 combined standard errors apart) are
+replaced by the 95 % intervals themselves: they were the old way of saying how sure a number is.
+"""
+from __future__ import annotations
+
+from ..estimates import estimate
+from . import above, below, every, some, verdict, within
+
+R2_MIN = 0.95  # C1 (a): the power law describes the losses
+ORDER_MIN, FEW_LAYERS = 0.5, 4  # C6a: rank correlation of the learning order; "by depth 4"
+NEAR_ZERO, DEPTH_GAIN, FOCUS_MASS, NORM_GROWTH = 0.01, 0.005, 0.9, 1.5  # C2
+
+
+def _rows(table):
+    return [r for _, r in table.iterrows()]
+
+
+def between(x, low: float, high: float) -> bool | None:
+    """low <= x <= high: True when x's whole interval lies in the band, False when it lies wholly
+    outside it (or the band is empty, low > high), inconclusive otherwise (also for a NaN bound)."""
+    if low > high:
+        return False
+    return within(x, (low + high) / 2, (high - low) / 2)
+
+
+def differs(difference) -> bool | None:
+    """A difference is nonzero: True when its whole interval lies on one side of 0. It can only
+    fail for a difference of exactly 0 (an interval cannot show that two numbers are equal)."""
+    return some([above(difference, 0.0), below(difference, 0.0)])
+
+
+def c1(exponents, differences: dict) -> dict:
+    """Linear attention, easy task, on the judged spectra: (a) R² >= R2_MIN for every spectrum;
+    (b) alpha between the Monte Carlo repeated-update and free-polynomial exponents (columns
+    alpha_rep_mc, alpha_free_mc: no interval, computed from the spectra) for every spectrum;
+    (c) some pair of spectra has different exponents (`differences`: alpha_i - alpha_j).
+    With no judged spectrum, (a) and (b) fail; with fewer than two, (c) fails."""
+    rows = _rows(exponents)
+    power_law = every(above(estimate(r, "r2"), R2_MIN) for r in rows) if rows else False
+    inside = every(between(estimate(r, "alpha"), r.alpha_rep_mc, r.alpha_free_mc) for r in rows) if rows else False
+    depends = some(differs(d) for d in differences.values()) if differences else False
+    return {"power law": power_law, "between references": inside, "depends on spectrum": depends}
+
+
+def c6a(numbers: dict, level: float) -> dict:
+    """`estimates.mode_estimates`: (a) the learning order (rank correlation of mode index and
+    half-fall step) at least ORDER_MIN at every depth it was read at; (b) the strongest mode's
+    normalised final loss below `level` by depth FEW_LAYERS, the weakest mode's not."""
+    orders = [e for name, e in numbers.items() if name.startswith("learning order")]
+    strongest, weakest = (numbers[f"{m} mode by depth {FEW_LAYERS}"] for m in ("strongest", "weakest"))
+    return {"strong modes first (training)": every(above(e, ORDER_MIN) for e in orders),
+            "weak modes need depth": every([below(strongest, level), above(weakest, level)])}
+
+
+def c2(table) -> dict:
+    """Softmax attention, easy task, per spectrum (columns R_1, depth_gain, target_mass and
+    norm_growth of the one-layer model): near-zero loss, no gain from depth, focusing, growing norms."""
+    each = lambda name, check: every(check(estimate(r, name)) for r in _rows(table))
+    return {"near zero": each("R_1", lambda e: below(e, NEAR_ZERO)),
+            "no depth gain": each("depth_gain", lambda e: below(e, DEPTH_GAIN)),
+            "focusing": each("target_mass", lambda e: above(e, FOCUS_MASS)),
+            "norm growth": each("norm_growth", lambda e: above(e, NORM_GROWTH))}
+
+
+RULES = {  # claim -> how its checks make its status
+    "C1": lambda c: verdict(c, "power law", plus_one=True),
+    "C6a": lambda c: verdict(c),
+    "C2": lambda c: verdict(c),
+}
