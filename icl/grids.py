@@ -9,6 +9,40 @@ from __future__ import annotations
 from .config import RunConfig
 
 
+def easy_linear(s) -> dict[str, list[RunConfig]]:
+    """Notebook 01: linear attention on the easy task, depth L at learning_rate * L**lr_depth_exponent
+    (docs/training_protocol.md, section 7); mode-wise losses recorded for `mode_spectrum`."""
+    mode = s["mode_spectrum"] if s["mode_spectrum"] in s["spectra"] else s["spectra"][0]
+    return {"linear": [c.replace(track_modes=[c.input_exponent, c.task_exponent] == mode,
+                                 learning_rate=s["learning_rate"] * c.depth ** s["lr_depth_exponent"])
+                       for c in s.grid(s["depths"], s["seeds"], s["spectra"], model="linear", task="easy")]}
+
+
+def easy_nonlinear(s) -> dict[str, list[RunConfig]]:
+    """Notebook 02: softmax on the easy task with the focusing probes, and one layer on raw inputs."""
+    return {"sphere": s.grid(s["depths"], s["seeds"], s["spectra"], model="softmax", task="easy", track_focus=True),
+            "raw": s.grid([1], s["seeds"][:1], s["raw_spectra"], model="softmax", task="easy", normalize_inputs=False)}
+
+
+GENERALISED_SWEEPS = (("softmax", 2), ("untied_values", 2), ("shared_stream", 2), ("context_updates", 2),
+                      ("softmax", "wide"), ("context_updates", "wide"))  # (model, top_k; "wide" = wide_top_k)
+CONTEXT_MODELS = ("shared_stream", "context_updates")  # P x P attention among the context tokens in every layer
+
+
+def generalized(s) -> dict[tuple, list[RunConfig]]:
+    """Notebook 04: every relaxation and the controlled model, top-2 and wide top-k, at every rank;
+    the P x P models at full rank over `full_rank_context_depths` (their most expensive runs, where
+    the controlled model is flat). Keys (model, top_k, key_dim)."""
+    out = {}
+    for kd in s["key_dims"]:
+        for m, k in GENERALISED_SWEEPS:
+            k = s["wide_top_k"] if k == "wide" else k
+            depths = (s["depths"] if m not in CONTEXT_MODELS else
+                      s["full_rank_context_depths"] if kd in (0, s["dim"]) else s["context_depths"])
+            out[(m, k, kd)] = s.grid(depths, s["seeds"], s["spectra"], model=m, top_k=k, key_dim=kd)
+    return out
+
+
 def difficult(s) -> dict[str, list[RunConfig]]:
     """Notebook 03: the main softmax sweep at every rank, the linear model, and C10's sweeps;
     mode-wise losses recorded for `mode_spectrum` (linear, and softmax at the first rank)."""

@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icl import estimates, modes
+from icl import estimates, grids, modes
 from icl import notebook as nb
 from icl import plots, tables, theory
 from icl.claims import claim, show_claims
@@ -179,10 +179,7 @@ pd.DataFrame(ref_rows).set_index(["spectrum", "kind"]).map("{:.3g}".format)
 # an upper bound.
 
 # %%
-cfgs = [c.replace(track_modes=[c.input_exponent, c.task_exponent] == mode_spec,
-                  learning_rate=s["learning_rate"] * c.depth ** s["lr_depth_exponent"])
-        for c in s.grid(s["depths"], s["seeds"], s["spectra"], model="linear", task="easy")]
-runs = s.run(cfgs)
+runs = s.run(grids.easy_linear(s)["linear"])  # the configs: icl.grids.easy_linear
 df = nb.losses_frame(runs).assign(diverged=[r["final_loss"] > r["initial_loss"] for r in runs])
 nb.save_table(s, df, "losses")
 df.pivot_table(index=["input_exponent", "task_exponent"], columns="depth", values="loss").map("{:.4g}".format)

@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import bounds, estimates
+from icl import bounds, estimates, grids
 from icl import notebook as nb
 from icl import plots, tables
 from icl.claims import claim, show_claims
@@ -86,7 +86,7 @@ s = nb.parameters(globals())
 # thresholds are unchanged; they live in `icl.claims.easy`.)*
 
 # %%
-runs = s.run(s.grid(s["depths"], s["seeds"], s["spectra"], model="softmax", task="easy", track_focus=True))
+runs = s.run(grids.easy_nonlinear(s)["sphere"])  # the configs: icl.grids.easy_nonlinear
 df = nb.losses_frame(runs)
 nb.save_table(s, df, "losses")
 df.pivot_table(index=["input_exponent", "task_exponent"], columns="depth", values="loss")
@@ -156,7 +156,7 @@ focus_png = nb.save_figure(s, fig, "focusing")
 # same budget, one layer, raw inputs:
 
 # %%
-raw = s.run(s.grid([1], s["seeds"][:1], s["raw_spectra"], model="softmax", task="easy", normalize_inputs=False))
+raw = s.run(grids.easy_nonlinear(s)["raw"])
 sphere = {(r["config"]["input_exponent"], r["config"]["task_exponent"]): r["final_loss"] for r in one_layer}
 compare = [{"spectrum": plots.spectrum_label(r["config"]["input_exponent"], r["config"]["task_exponent"]),
             "raw Gaussian inputs": r["final_loss"],

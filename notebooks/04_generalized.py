@@ -70,7 +70,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import bounds, estimates
+from icl import bounds, estimates, grids
 from icl import notebook as nb
 from icl import plots, tables
 from icl.claims import claim_by_regime, show_claims
@@ -165,13 +165,9 @@ NAMES = {"softmax": "softmax (controlled)", "untied_values": "C.2 untied values"
 
 # %%
 key_dims = s["key_dims"]
-SWEEPS = [("softmax", 2), ("untied_values", 2), ("shared_stream", 2), ("context_updates", 2), ("softmax", K),
-          ("context_updates", K)]
-CONTEXT_MODELS = ("shared_stream", "context_updates")  # P x P attention among the context tokens in every layer
-grid = {(m, k, kd): s["depths"] if m not in CONTEXT_MODELS else
-        s["full_rank_context_depths"] if kd in (0, s["dim"]) else s["context_depths"]
-        for kd in key_dims for m, k in SWEEPS}  # (model, top_k, key_dim) -> depths
-runs = {(m, k, kd): s.run(s.grid(L, s["seeds"], s["spectra"], model=m, top_k=k, key_dim=kd)) for (m, k, kd), L in grid.items()}
+SWEEPS = [(m, K if k == "wide" else k) for m, k in grids.GENERALISED_SWEEPS]
+runs_cfg = grids.generalized(s)
+runs = {key: s.run(cfgs) for key, cfgs in runs_cfg.items()}  # (model, top_k, key_dim): icl.grids.generalized
 df = nb.losses_frame([r for rs in runs.values() for r in rs])
 nb.save_table(s, df, "losses")
 df.pivot_table(index=["key_dim", "model", "top_k", "input_exponent", "task_exponent"], columns="depth", values="loss")
@@ -287,7 +283,7 @@ for row, kd in zip(axes, key_dims):
                ylim=(0, 1.02))
         ax.legend(fontsize=7)
     for ax, k in zip(row[2:], (2, K)):
-        deepest = max(grid[("context_updates", k, kd)])
+        deepest = max(c.depth for c in runs_cfg[("context_updates", k, kd)])
         r = next(r for r in runs[("context_updates", k, kd)] if r["config"]["depth"] == deepest)
         im = ax.imshow(np.array(r["parameters"]["context_attention_example"]), cmap="viridis", vmin=0)
         ax.set(title=f"top-{k}, key_dim {kd}, L = {deepest}, layer 1", xlabel="key token ν", ylabel="query token μ")
@@ -368,7 +364,7 @@ for (k, kd), t in ctx.items():
     u, sums = units.loc[(kd, k), :], t[t.used].groupby(["depth", "seed"]).u.sum().groupby("depth").mean()
     print(f"key_dim {kd}, top-{k}: mean u_l {estimates.interval_text(estimates.estimate(u, 'u_mean'))}, span across depths "
           f"{estimates.interval_text(estimates.estimate(u, 'u_span'))}, sum over used layers {sums.min():.2f} to "
-          f"{sums.max():.2f}; self-attention at depth {max(grid[('context_updates', k, kd)])} "
+          f"{sums.max():.2f}; self-attention at depth {max(c.depth for c in runs_cfg[('context_updates', k, kd)])} "
           f"{estimates.interval_text(estimates.estimate(u, 'self_mass'))}")
 
 # %% [markdown]
