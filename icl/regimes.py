@@ -54,11 +54,11 @@ def cell_of(row) -> Cell:
     return Cell(int(row["dim"]), int(row["context_length"]), int(row["key_dim"]))
 
 
-def cell_bounds(cfg: RunConfig, cells: list[Cell], depths_of, cache=None) -> dict[Cell, dict]:
-    """icl.bounds for every cell (its task from `cfg`), the random-subspace curve at its depths;
-    through `cache` (a RunCache) when given."""
+def cell_bounds(cfg: RunConfig, cells: list[Cell], depths_of, fit_contexts: int = 2048, cache=None) -> dict[Cell, dict]:
+    """icl.bounds for every cell (its task from `cfg`), the subspace ensembles at its depths, fitted
+    on `fit_contexts` contexts; through `cache` (a RunCache) when given."""
     return {c: bnd.bounds(cfg.replace(dim=c.dim, context_length=c.context_length, key_dim=c.key_dim), depths_of(c),
-                          cache=cache) for c in cells}
+                          fit_contexts, cache=cache) for c in cells}
 
 
 def cell_stats(depths, matrix: np.ndarray, b: dict) -> dict:

@@ -9,9 +9,16 @@ import re
 from pathlib import Path
 
 REGIMES = "06_regimes"
-REGIME_COLUMNS = {"dim": "d", "context_length": "P", "key_dim": "key_dim", "depth_max": "deepest", "R_1": "R_1",
-                  "R_deepest": "R_deepest", "alpha": "alpha", "alpha_se": "alpha se", "single_bound": "softmax bound",
-                  "mixture_bound": "mixture bound", "deep_beats_single": "deep beats best single layer"}
+REGIME_COLUMNS = {"dim": "d", "context_length": "P", "key_dim": "key_dim", "n_seeds": "seeds", "depth_max": "deepest",
+                  "R_1": "R_1", "R_deepest": "R_deepest", "alpha [95 %]": "alpha [95 % interval]",
+                  "single_bound": "softmax bound", "mixture_bound": "mixture bound",
+                  "deep_beats_single": "deep beats best single layer"}
+
+
+def with_interval(table, name: str, digits: int = 2) -> list[str]:
+    """A table's estimate column as '1.23 [1.10, 1.41]' per row (see `icl.estimates.estimate_columns`)."""
+    return [f"{r[name]:.{digits}f} [{r[name + '_lo95']:.{digits}f}, {r[name + '_hi95']:.{digits}f}]"
+            if r.get(name + "_lo95") == r.get(name + "_lo95") else f"{r[name]:.{digits}f}" for _, r in table.iterrows()]
 
 
 def regime_section(base: Path) -> str:
@@ -51,6 +58,7 @@ def regime_section(base: Path) -> str:
                                      f"({_pct(1 - r.R_deepest / r.best_single_layer)})" for r in beats.itertuples())
                     if len(beats) else "") + ".\n")
     lines.append(f"![regime map]({REGIMES}/regime_map.png)\n")
+    table["alpha [95 %]"] = with_interval(table, "alpha")
     lines.append(markdown_table(table[list(REGIME_COLUMNS)].rename(columns=REGIME_COLUMNS)))
     return "\n".join(lines) + "\n"
 

@@ -49,11 +49,12 @@ def profile_root(profile: str) -> str:
     return "outputs" if profile == "quick" else f"outputs/{profile}"
 
 
-def write_report(root: Path, profile: str) -> Path:
-    """REPORT.md and claims.json of a profile from its notebooks' results (`icl.report`)."""
+def write_report(root: Path, profile: str, base: Path | None = None) -> Path:
+    """REPORT.md and claims.json of a profile (in `base`, default its outputs folder) from its
+    notebooks' results (`icl.report`)."""
     from .report import write_report as write
 
-    return write(root, root / profile_root(profile), profile, NOTEBOOKS)
+    return write(root, base or root / profile_root(profile), profile, NOTEBOOKS)
 
 
 def declared_parameters(root: Path, name: str) -> dict:
@@ -228,22 +229,24 @@ def hold_lock(root: Path, profile: str):
     return processes.hold_lock(root / profile_root(profile) / ".staging", f"icl reproduce --profile {profile}")
 
 
-def longest_first(root: Path, profile: str, names: list[str]) -> list[str]:
-    """The notebooks by their last recorded wall time, longest first (unknown ones keep their place
-    at the front): with several at once, the long ones should not start last."""
-    timing = root / profile_root(profile) / "timings.json"
-    try:
-        last = {n: float(t["seconds"]) for n, t in json.loads(timing.read_text()).items()}
-    except (OSError, ValueError, KeyError, TypeError):
-        last = {}
-    return sorted(names, key=lambda n: -last.get(n, float("inf")))
+def cost_order(root: Path, names: list[str], params: dict[str, dict], profile: str) -> list[str]:
+    """The order to start notebooks in with several at once: by the work that waits on each, from
+    what is left to train (the runs not in the run cache) at a rate measured here
+    (`plan.training_seconds`); never from the times of an earlier, perhaps cached, execution."""
+    from . import plan
+
+    cost = {n: plan.training_seconds(plan.remaining(root, plan.notebook_runs(root, profile, n, params[n]), params[n]))
+            for n in names}
+    return plan.critical_first(names, cost, NEEDS)
 
 
 def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs: int = 1,
-            overrides: dict | None = None, log=print) -> dict[str, dict]:
-    """Run notebooks (in dependency order, up to `jobs` at once); each one's result by name."""
+            overrides: dict | None = None, log=print, own: dict[str, dict] | None = None) -> dict[str, dict]:
+    """Run notebooks (in dependency order, up to `jobs` at once); each one's result by name.
+    `own`: parameters per notebook on top of `overrides` (a smoke run's output folders)."""
     threads = 1 if jobs > 1 else None
-    params = {n: notebook_parameters(root, profile, n, device, overrides, threads) for n in names}
+    params = {n: {**notebook_parameters(root, profile, n, device, {**(overrides or {}), **(own or {}).get(n, {})}, threads)}
+              for n in names}
     used = {k for p in params.values() for k in p}
     unused = sorted(set(overrides or {}) - used)
     if unused:
@@ -258,7 +261,7 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
     env = {"MPLBACKEND": INLINE_BACKEND, processes.REGISTRY_ENV: str(registry), **(ONE_THREAD if jobs > 1 else {})}
     number = {n: i for i, n in enumerate(names, 1)}
     results: dict[str, dict] = {}
-    pending, running = longest_first(root, profile, names) if jobs > 1 else list(names), {}
+    pending, running = cost_order(root, names, params, profile) if jobs > 1 else list(names), {}
     pool = processes.worker_pool(jobs, registry)
     try:
         while pending or running:
@@ -300,6 +303,12 @@ def add_arguments(p) -> None:
                         f"(default: the number of cores, {cores()}); 1 runs them one after another")
     p.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("KEY", "VALUE"), default=[],
                    help="set a parameter (a YAML value) of every notebook that declares it, as papermill -p does")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--plan", action="store_true",
+                      help="print, without training, each notebook's runs, steps, FLOPs, largest memory and estimated time")
+    what.add_argument("--smoke", action="store_true",
+                      help="run every notebook at the profile's shapes for two steps with small evaluation sets, into "
+                           "outputs/smoke/PROFILE/ (every code path, none of the time)")
 
 
 def run(args) -> int:
@@ -323,23 +332,27 @@ def run(args) -> int:
             overrides[key] = yaml.safe_load(value)
         except yaml.YAMLError:
             raise ConfigError(f"-p {key}: {value!r} is not a YAML value") from None
+    from . import plan
     from .paths import repo_root
 
     root = repo_root()
+    if args.plan:
+        return plan.run_plan(root, args.profile, names, args.device, overrides)
+    own = {n: plan.smoke_overrides(args.profile, n) for n in names} if args.smoke else None
     start = time.perf_counter()
     say = lambda line: print(line, file=sys.stderr, flush=True)
     try:
-        times = run_all(root, args.profile, names, args.device, args.jobs, overrides, log=say)
+        times = run_all(root, args.profile, names, args.device, args.jobs, overrides, log=say, own=own)
     except KeyboardInterrupt:
         say("icl: interrupted; the outputs of unfinished notebooks were left as they were")
         return 130
-    base = root / profile_root(args.profile)
+    base = root / (plan.smoke_overrides(args.profile, "")["results_root"] if args.smoke else profile_root(args.profile))
     base.mkdir(parents=True, exist_ok=True)
     timing = base / "timings.json"
     old = json.loads(timing.read_text()) if timing.exists() else {}
     keep = ("seconds", "runs_trained", "status", "error", "log")
     timing.write_text(json.dumps({**old, **{n: {k: times[n][k] for k in keep if k in times[n]} for n in names}}, indent=1))
-    report = write_report(root, args.profile)
+    report = write_report(root, args.profile, base)
     failed = {n: t for n, t in times.items() if t["status"] != "ok"}
     say(f"total {time.perf_counter() - start:.0f} s with --jobs {args.jobs}; report: {report.relative_to(root)}")
     for n, t in failed.items():

@@ -72,6 +72,14 @@ def seconds_per_step(group: list[RunConfig]) -> float:
     return (time.perf_counter() - start) / TIMED_STEPS
 
 
+def evaluation_steps(cfg: RunConfig) -> float:
+    """A run's evaluations in training steps: forward passes (about a third of a step per context)
+    over the curve's contexts at every checkpoint, and over the whole evaluation set, the validation
+    set, the summary and the token selection at the end."""
+    curve = min(cfg.curve_contexts, cfg.eval_contexts)
+    return ((cfg.eval_points + 1) * curve + 4 * cfg.eval_contexts) / (3 * cfg.batch_size)
+
+
 def estimate(todo: list[list[RunConfig]]) -> dict:
     """{"seconds", "bytes", "runs", "groups", "measured": [(largest group, seconds per step)]}."""
     largest: dict[str, list[RunConfig]] = {}
@@ -82,7 +90,7 @@ def estimate(todo: list[list[RunConfig]]) -> dict:
     seconds = 0.0
     for g in todo:
         base = g[0]
-        evaluations = (base.eval_points + 3) * base.eval_contexts / (3 * base.batch_size)  # + validation, summary
+        evaluations = evaluation_steps(base)
         seconds += per_step[base.model] * group_cost(g) * (base.steps + evaluations)
     size = sum(ENTRY_BYTES + FLOAT_BYTES * result_floats(c) for g in todo for c in g)
     measured = [(g, per_step[m] * group_cost(g)) for m, g in largest.items()]

@@ -89,6 +89,7 @@ wide_spectra = [[0.0, 0.0], [1.0, 1.0]]
 extra_depths = [1, 2, 4, 8, 16, 32]  # depths of the joint-spectrum and wide-top-k sweeps
 extra_seeds = [0, 1, 2]  # their seeds (fewer than the main sweeps': the budget goes to the headline claims)
 mc_contexts = 20000  # contexts of the Monte Carlo linear floor (A.3)
+fit_contexts = 2048  # contexts that icl.bounds fits its temperatures and readouts on
 input_exponent = None  # set both (papermill -p) to run one custom spectrum instead of `spectra`
 task_exponent = None
 nb.end_of_parameters(globals())
@@ -176,7 +177,7 @@ df.pivot_table(index=["sweep", "model", "top_k", "key_dim", "input_exponent", "t
 tasks_run = [(s["top_k"], p) for p in s["spectra"] + s["joint_spectra"]] + [(s["wide_top_k"], p) for p in s["wide_spectra"]]
 bound_depths = sorted(set(s["depths"]) | set(s["extra_depths"]))
 bnds = {(k, tuple(p), kd): bounds.bounds(s.config(task="difficult", top_k=k, input_exponent=p[0], task_exponent=p[1],
-                                                  key_dim=kd), bound_depths, cache=s.cache)
+                                                  key_dim=kd), bound_depths, s["fit_contexts"], cache=s.cache)
         for k, p in tasks_run for kd in key_dims}
 bound_table = bounds.table(bnds.values())
 nb.save_table(s, bound_table, "bounds")

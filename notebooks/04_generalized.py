@@ -94,6 +94,7 @@ batch_size = 64  # halved from notebook 03 to afford P x P attention
 learning_rate = 0.01
 init_scale = 1.0
 eval_contexts = 1024
+fit_contexts = 2048  # contexts that icl.bounds fits its temperatures and readouts on
 eval_points = 10
 depths = [1, 2, 4, 8, 16, 32, 64]  # softmax and untied values: one attention row per layer, cheap
 context_depths = [1, 2, 4, 8, 16, 32, 64]  # shared stream and context updates: P x P attention per layer
@@ -203,7 +204,7 @@ PANELS = [("shared_stream", 2), ("untied_values", 2), ("context_updates", 2), ("
 ROWS = [(kd, a, b) for kd in key_dims for a, b in s["spectra"]]
 # The bounds of the controlled model on each task and rank (icl.bounds, as in notebooks 03 and 06).
 bnds = {(k, kd, a, b): bounds.bounds(s.config(top_k=k, key_dim=kd, input_exponent=a, task_exponent=b), s["depths"],
-                                     cache=s.cache) for kd, a, b in ROWS for k in (2, K)}
+                                     s["fit_contexts"], cache=s.cache) for kd, a, b in ROWS for k in (2, K)}
 fig, axes = plt.subplots(len(ROWS), 4, figsize=(16, 3.8 * len(ROWS)), squeeze=False, layout="constrained")
 for row, (kd, a, b) in zip(axes, ROWS):
     for ax, (m, k) in zip(row, PANELS):

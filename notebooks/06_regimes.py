@@ -75,6 +75,7 @@ learning_rate = 0.003
 init_scale = 1.0
 eval_contexts = 16384  # as notebook 03 (docs/training_protocol.md, §8)
 curve_contexts = 2048
+fit_contexts = 2048  # contexts that icl.bounds fits its temperatures and readouts on
 key_dims = [1, 2, 4, 8, 12, 16]  # the rank slice at (dim, context_length)
 context_lengths = [16, 64, 256]  # the P slice, at key_dim f times dim for f in key_fractions
 dims = [8, 16, 32]  # the d slice, with P context_per_dim times d and key_dim f times d
@@ -133,7 +134,8 @@ results = s.run(grids.regimes(s)["cells"])  # the configs: icl.grids.regimes
 df = nb.losses_frame(results).assign(dim=[r["config"]["dim"] for r in results],
                                      context_length=[r["config"]["context_length"] for r in results])
 nb.save_table(s, df, "losses")
-bounds_of = regimes.cell_bounds(s.config(task="difficult", input_exponent=a, task_exponent=b), cells, depths_of, s.cache)
+bounds_of = regimes.cell_bounds(s.config(task="difficult", input_exponent=a, task_exponent=b), cells, depths_of,
+                                s["fit_contexts"], s.cache)
 table = regimes.regime_table(df, bounds_of)
 of_cell = lambda c: df[regimes.cells_mask(df, c)]
 nb.save_table(s, table, "regimes")

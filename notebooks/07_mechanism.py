@@ -139,7 +139,8 @@ def task_config(p: dict, cell: regimes.Cell) -> RunConfig:
 
 source_of = lambda c: p03 if (c.dim, c.context_length) == (d03, P03) else params["06_regimes"]
 depths_of = {c: sorted(trained[regimes.cells_mask(trained, c)].depth.unique()) for c in cells}
-bounds_of = {c: bounds.bounds(task_config(source_of(c), c), depths_of[c], cache=s.cache) for c in cells}
+bounds_of = {c: bounds.bounds(task_config(source_of(c), c), depths_of[c], source_of(c)["fit_contexts"], cache=s.cache)
+             for c in cells}
 table = regimes.regime_table(trained, bounds_of)
 rows = []
 for c in cells:

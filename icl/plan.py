@@ -1,0 +1,159 @@
+"""`icl reproduce --plan` and `--smoke`: what a profile will cost, and every code path of it on a
+small budget, before hours of device time are spent on it.
+
+- **plan**, without training: per notebook, the runs it trains (`icl.grids`, the notebooks' own
+  run lists), their groups (one batched pass each), training steps, estimated FLOPs, the memory
+  estimate of the largest group (`icl.memory`) against the device's memory, and an estimated time
+  from real training steps of the largest group of each model, timed on the spot
+  (`icl.workload`). A plan whose largest group cannot fit is refused.
+- **smoke**: every notebook at the profile's shapes (d, P, depths, key_dims, batch) for SMOKE's
+  two steps and small evaluation sets, end to end, into outputs/smoke/<profile>/ with no run cache:
+  every code path a real run takes except the time.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .config import ConfigError, RunConfig
+
+# What a smoke run changes, where a notebook declares the parameter: two training steps and
+# evaluation sets small enough to take seconds; every shape stays the profile's.
+SMOKE = {"steps": 2, "eval_contexts": 64, "curve_contexts": 64, "eval_points": 2, "mode_eval_points": 2,
+         "mc_contexts": 500, "reference_contexts": 50, "fit_contexts": 64, "progress": False}
+
+
+def smoke_overrides(profile: str, name: str) -> dict:
+    """SMOKE, and the scratch folders of a smoke run of `profile` (nothing under outputs/<profile>)."""
+    root = f"outputs/smoke/{profile}"
+    return {**SMOKE, "output_dir": f"{root}/{name}", "results_root": root, "cache_dir": None}
+
+
+def settings(root: Path, name: str, params: dict):
+    """A notebook's validated Settings from its parameters (`reproduce.notebook_parameters`), as its
+    parameters cell would make them (no output folder is made)."""
+    from . import notebook as nb
+    from .reproduce import declared_parameters
+
+    declared = declared_parameters(root, name)
+    nb.end_of_parameters(declared)
+    return nb.parameters({**declared, **params}, make_outputs=False)
+
+
+def notebook_runs(root: Path, profile: str, name: str, params: dict) -> list[RunConfig]:
+    """Every config a notebook trains with `params` (none for one that trains nothing)."""
+    from . import grids
+    from .reproduce import notebook_parameters
+
+    of = {"01_easy_linear": grids.easy_linear, "02_easy_nonlinear": grids.easy_nonlinear, "03_difficult": grids.difficult,
+          "04_generalized": grids.generalized, "06_regimes": grids.regimes,
+          "07_mechanism": lambda s: grids.mechanism(s, settings(root, "03_difficult", notebook_parameters(
+              root, profile, "03_difficult", params.get("device"))).values)}
+    if name not in of:
+        return []
+    return [c for cfgs in of[name](settings(root, name, params)).values() for c in cfgs]
+
+
+def remaining(root: Path, runs: list[RunConfig], params: dict) -> list[list[RunConfig]]:
+    """The groups of `runs` a notebook will train: those with a run missing from its run cache."""
+    from .cache import RunCache
+    from .sweep import groups
+
+    cache = RunCache(root / params["cache_dir"]) if params.get("cache_dir") else None
+    return [g for g in groups(runs) if cache is None or any(cache.load(c) is None for c in g)]
+
+
+_RATES: dict[str, float] = {}
+
+
+def seconds_per_float(cfg: RunConfig) -> float:
+    """A model's measured seconds per float a training step touches (`workload.group_cost`): one
+    small group (depths 1, 2, 4 at the run's sizes, batch 16) timed once per process."""
+    from .workload import group_cost, seconds_per_step
+
+    if cfg.model not in _RATES:
+        group = [cfg.replace(depth=L, batch_size=16, steps=4, track_modes=False, track_focus=False) for L in (1, 2, 4)]
+        _RATES[cfg.model] = seconds_per_step(group) / group_cost(group)
+    return _RATES[cfg.model]
+
+
+def training_seconds(todo: list[list[RunConfig]]) -> float:
+    """Estimated time of these groups: (steps + evaluations) x the floats a step touches x a
+    measured rate (`seconds_per_float`)."""
+    from .workload import evaluation_steps, group_cost
+
+    return sum((g[0].steps + evaluation_steps(g[0])) * group_cost(g) * seconds_per_float(g[0]) for g in todo)
+
+
+def critical_first(names: list[str], cost: dict[str, float], needs: dict[str, tuple]) -> list[str]:
+    """The notebooks in the order to start them with several at once: by the longest chain of work
+    that waits on each (its own cost plus the longest chain of the notebooks that need it)."""
+    waiting = {n: [m for m in names if n in needs.get(m, ())] for n in names}
+    chain: dict[str, float] = {}
+
+    def length(n: str) -> float:
+        if n not in chain:
+            chain[n] = cost.get(n, 0.0) + max((length(m) for m in waiting[n]), default=0.0)
+        return chain[n]
+
+    return sorted(names, key=lambda n: -length(n))
+
+
+def step_flops(cfg: RunConfig, depths: list[int]) -> float:
+    """Estimated FLOPs of one training step of a group (forward and backward, about three forward
+    passes): per layer and context, the query row (softmax, d^2 + 2 P d multiply-adds), a linear
+    update (4 d^2 + 2 d), or every token's P x P attention (context updates and the shared stream,
+    2 P^2 k + 2 P d k + P^2 D)."""
+    d, P, k, B, T = cfg.dim, cfg.context_length, cfg.resolved_key_dim, cfg.batch_size, sum(depths)
+    D = d + 1 if cfg.model == "shared_stream" else d
+    per_layer = {"softmax": d * d + 2 * P * d, "untied_values": d * d + 2 * P * d, "linear": 4 * d * d + 2 * d,
+                 "context_updates": 2 * P * P * k + 2 * P * d * k + P * P, "shared_stream": 2 * P * P * k + 2 * P * D * k + P * P * D}
+    return 3 * 2 * B * T * per_layer[cfg.model]
+
+
+def notebook_plan(runs: list[RunConfig], device: str) -> dict:
+    """Runs, groups, steps, FLOPs, the largest group's memory against the device's, and the time."""
+    from .memory import estimate_bytes, memory_limit
+    from .sweep import groups
+    from .workload import estimate
+
+    if not runs:
+        return {"runs": 0, "groups": 0, "steps": 0, "flops": 0.0, "memory": 0, "limit": None, "seconds": 0.0}
+    todo = groups(runs)
+    memory = max(estimate_bytes(g[0], [c.depth for c in g]) for g in todo)
+    limit, what = memory_limit(device)
+    return {"runs": len(runs), "groups": len(todo), "steps": sum(g[0].steps for g in todo),
+            "flops": sum(g[0].steps * step_flops(g[0], [c.depth for c in g]) for g in todo),
+            "memory": memory, "limit": limit, "limit_what": what, "seconds": estimate(todo)["seconds"]}
+
+
+def plan(root: Path, profile: str, names: list[str], device: str, overrides: dict | None = None, log=print) -> dict:
+    """The plan of every notebook in `names`; ConfigError when a notebook's largest group cannot fit."""
+    from .reproduce import notebook_parameters
+    from .train import resolve_device
+    from .workload import duration, size
+
+    kind = resolve_device(device).type
+    out = {}
+    for name in names:
+        params = notebook_parameters(root, profile, name, device, overrides)
+        p = out[name] = notebook_plan(notebook_runs(root, profile, name, params), kind)
+        if p["limit"] is not None and p["memory"] > p["limit"]:
+            raise ConfigError(f"plan: {name}'s largest group needs about {size(p['memory'])} at once, more than "
+                              f"{p['limit_what']} ({size(p['limit'])}); lower its batch_size, eval_contexts or depths")
+        if not p["runs"]:
+            log(f"{name}: trains nothing")
+            continue
+        log(f"{name}: {p['runs']} runs in {p['groups']} groups, {p['steps']:,} steps, {p['flops']:.3g} FLOP, "
+            f"largest group {size(p['memory'])}" + (f" of {size(p['limit'])}" if p["limit"] else "")
+            + f", about {duration(p['seconds'])} on this {kind}")
+    total = sum(p["seconds"] for p in out.values())
+    log(f"total: about {duration(total)} of training on this {kind} (one notebook at a time; the evaluation and "
+        "the bounds come on top)")
+    return out
+
+
+def run_plan(root: Path, profile: str, names: list[str], device: str, overrides: dict) -> int:
+    say = lambda line: print(line, file=sys.stderr, flush=True)
+    plan(root, profile, names, device, overrides, log=say)
+    return 0
