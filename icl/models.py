@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from . import native
-from .layers import ContextRecurrence, QueryReadout, StreamLayers, Workspace, project
+from .layers import ContextRecurrence, QueryReadout, SoftmaxLayers, StreamLayers, Workspace, project
 from .config import RunConfig
 from .tasks import Batch
 
@@ -86,7 +86,8 @@ class SoftmaxEnsemble(Stack):
     readout into one scalar per model); `untied=True` gives every layer its own value (§C.2).
 
     Only the query row of attention is computed, for all layers at once: a_t = K_t^T Q_t x_q, then
-    QueryReadout. The same model written the plain way (each layer full masked attention over all
+    QueryReadout; on the CPU the whole of it runs in icl/kernels/softmax_ensemble.c
+    (SoftmaxLayers), one context at a time through every layer. The same model written the plain way (each layer full masked attention over all
     P + 1 tokens, the query's state h_q <- h_q + s A h) is `icl.reference.Softmax`, which
     tests/test_reference.py compares this one with.
     """
@@ -99,12 +100,16 @@ class SoftmaxEnsemble(Stack):
             self.value = nn.Parameter(torch.ones(len(self.layer_model)))  # V_l per layer
 
     def forward(self, batch: Batch, attention: bool = False) -> Output:
+        c = self.readout[self.layer_model] * self.layer_gain  # (T,)
+        c = c * self.value if self.untied else c
+        if not attention and native.usable("softmax_ensemble", batch.x.shape[1], batch.x, self.query):
+            g = SoftmaxLayers.apply(self.query, self.key, c, batch.x, batch.xq, batch.y, torch.is_grad_enabled())  # (B, T)
+            return Output(self.ensemble(g), g)
         # x_mu . (K_l^T Q_l x_q): one (B, d) x (d, T*d) product through the merged K_l^T Q_l.
         merged = torch.einsum("tkd,tke->tde", self.key, self.query)  # (T, d, d) K_l^T Q_l
         a = (batch.xq @ merged.flatten(0, 1).T).unflatten(1, merged.shape[:2])  # (B, T, d)
         f, att = QueryReadout.apply(a, batch.x, batch.y)  # (B, T) each layer's weighted label
-        c = self.readout[self.layer_model] * self.layer_gain  # (T,)
-        g = f * (c * self.value if self.untied else c)
+        g = f * c
         return Output(self.ensemble(g), g, att if attention else None)
 
 

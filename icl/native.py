@@ -72,17 +72,22 @@ def library(name: str) -> ctypes.CDLL | None:
         return None
 
 
+KERNEL_OF = {"softmax": "softmax_ensemble", "untied_values": "softmax_ensemble",
+             "context_updates": "context_updates", "shared_stream": "shared_stream"}  # model -> its kernels
+TOKENS_IN_LANES = ("context_updates", "shared_stream")  # kernels that need contexts of a multiple of 16 tokens
+
+
 def usable(name: str, tokens: int, *tensors: torch.Tensor) -> bool:
-    """Whether the kernels can take these tensors: CPU float32, a context of a multiple of 16
-    tokens (one vector per 16), kernels allowed and built."""
-    return (enabled() and tokens % 16 == 0 and all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
-            and library(name) is not None)
+    """Whether the kernels can take these tensors: CPU float32, kernels allowed and built, and for
+    the kernels with tokens in the lanes a context of a multiple of 16 tokens."""
+    return (enabled() and (tokens % 16 == 0 or name not in TOKENS_IN_LANES)
+            and all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors) and library(name) is not None)
 
 
 def in_use(cfg, device: torch.device) -> bool:
     """Whether a run of this config trains through the kernels."""
-    return (cfg.model in ("context_updates", "shared_stream") and device.type == "cpu" and enabled()
-            and cfg.context_length % 16 == 0 and library(cfg.model) is not None)
+    name = KERNEL_OF.get(cfg.model)
+    return name is not None and device.type == "cpu" and usable(name, cfg.context_length)
 
 
 def ptr(t: torch.Tensor | None):
@@ -99,14 +104,19 @@ def split(n: int, parts: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(edges, edges[1:])]
 
 
+@cache
+def pool(threads: int) -> ThreadPoolExecutor:
+    """One pool per thread count, kept: starting threads for every call costs more than a small call."""
+    return ThreadPoolExecutor(threads, thread_name_prefix="icl-native")
+
+
 def parallel(call, n: int) -> int:
     """call(part, b0, b1) for ranges of [0, n), one per torch thread; returns the number of parts."""
     ranges = split(n, torch.get_num_threads())
     if len(ranges) == 1:
         call(0, *ranges[0])
     else:
-        with ThreadPoolExecutor(len(ranges)) as pool:
-            list(pool.map(lambda i: call(i, *ranges[i]), range(len(ranges))))
+        list(pool(len(ranges)).map(lambda i: call(i, *ranges[i]), range(len(ranges))))
     return len(ranges)
 
 
@@ -155,3 +165,58 @@ def stream_backward(QK, V, step, counts, Z, RD, ST, grad_dzq, grad_zq) -> tuple[
             ptr(ST), ptr(grad_dzq), ptr(grad_zq)]
     parallel(lambda i, b0, b1: lib.ss_backward(*args, ptr(dQK[i]), ptr(dV[i]), b0, b1), B)
     return dQK.sum(0), dV.sum(0)
+
+
+def layers_last(Q: torch.Tensor, TP: int) -> torch.Tensor:
+    """(T, k, d) -> (k, d, TP): the layer index in the lanes, zero beyond T."""
+    return torch.nn.functional.pad(Q.permute(1, 2, 0), (0, TP - Q.shape[0])).contiguous()
+
+
+def softmax_merge(QT, KT) -> torch.Tensor:
+    """W (d, d, TP) = log2(e) K_t^T Q_t in lane t, from QT, KT (k, d, TP): softmax_ensemble.c's layout."""
+    lib = library("softmax_ensemble")
+    k, d, TP = QT.shape
+    W = QT.new_empty(d, d, TP)
+    parallel(lambda _, b0, b1: lib.se_merge(ptr(QT), ptr(KT), k, d, TP, ptr(W), 16 * b0, 16 * b1), TP // 16)
+    return W
+
+
+def softmax_forward(x, xq, y, W, c, keep: bool) -> tuple[torch.Tensor, ...]:
+    """SoftmaxLayers' forward pass: g and f (B, TP) and, where `keep` (for a backward pass), GA
+    (B, d, TP) = df/da; else None."""
+    lib = library("softmax_ensemble")
+    B, P, d = x.shape
+    TP = W.shape[-1]
+    g, F = x.new_empty(B, TP), x.new_empty(B, TP)
+    GA = x.new_empty(B, d, TP) if keep else None
+    args = [ptr(x), ptr(xq), ptr(y), ptr(W), ptr(c), P, d, TP, ptr(g), ptr(F), ptr(GA)]
+    parallel(lambda _, b0, b1: lib.se_forward(*args, b0, b1), B)
+    return g, F, GA
+
+
+def softmax_backward(xq, c, F, GA, gg, QT, KT) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The gradients of SoftmaxLayers with respect to QT, KT (k, d, TP) and c (TP), from gg =
+    dLoss/dg (B, TP): sums over contexts per fixed block of contexts, added in block order
+    (independent of the number of threads)."""
+    lib = library("softmax_ensemble")
+    B, d, TP = GA.shape
+    k = QT.shape[0]
+    blocks = -(-B // lib.se_block())
+    dW, dc = xq.new_empty(blocks, d, d, TP), xq.new_empty(blocks, TP)
+    args = [ptr(xq), ptr(c), ptr(F), ptr(GA), ptr(gg), B, d, TP, ptr(dW), ptr(dc)]
+    parallel(lambda _, k0, k1: lib.se_backward(*args, k0, k1), blocks)
+    dM, dcs = sum_blocks(lib, dW), sum_blocks(lib, dc)
+    dQT, dKT = torch.empty_like(QT), torch.empty_like(KT)
+    parallel(lambda _, b0, b1: lib.se_unmerge(ptr(QT), ptr(KT), ptr(dM), k, d, TP, ptr(dQT), ptr(dKT), 16 * b0, 16 * b1),
+             TP // 16)
+    return dQT, dKT, dcs
+
+
+def sum_blocks(lib, parts: torch.Tensor) -> torch.Tensor:
+    """parts (blocks, ...) summed over blocks in block order, element by element (threads split
+    the elements, never a sum)."""
+    n = parts[0].numel()
+    out = parts.new_empty(parts.shape[1:])
+    parallel(lambda _, i0, i1: lib.se_sum_blocks(ptr(parts), parts.shape[0], ctypes.c_int64(n), ptr(out),
+                                                ctypes.c_int64(i0), ctypes.c_int64(i1)), n)
+    return out

@@ -46,7 +46,7 @@ KERNEL_SHAPES = [  # dim, context_length, key_dim, depths: each branch of the ke
 ]
 
 
-@pytest.mark.skipif(native.library("shared_stream") is None, reason="no C compiler: the models use their torch path")
+@pytest.mark.skipif(native.library("softmax_ensemble") is None, reason="no C compiler: the models use their torch path")
 @pytest.mark.parametrize("model", ["softmax", "untied_values", "context_updates", "shared_stream"])
 @pytest.mark.parametrize("shape", KERNEL_SHAPES, ids=lambda s: f"d{s[0]}-P{s[1]}-k{s[2]}-T{sum(s[3])}")
 def test_the_kernels_compute_the_plain_algebra(model, shape, monkeypatch):
