@@ -44,31 +44,41 @@ class QueryReadout(torch.autograd.Function):
 
 class SoftmaxLayers(torch.autograd.Function):
     """QueryReadout's algebra for a stack whose layers all read the labels y, scaled per layer,
-    in icl/kernels/softmax_ensemble.c: g_t = c_t sum_mu softmax_mu(x_mu . K_t^T Q_t x_q) y_mu,
-    from Q, K (T, k, d), c (T,) and the context (keep: whether a backward pass follows); returns g (B, T). One context at a time through
-    all layers; the forward pass keeps df/da (B, d, TP) for the backward pass, which scales it by
-    dLoss/dg and gives Q, K and c their gradients, summed over contexts in a fixed order."""
+    in icl/kernels/softmax_ensemble.c: g_t = c_t sum_mu softmax_mu(x_mu . K_t^T Q_t x_q) y_mu from
+    Q, K (T, k, d), c (T,) and the context; returns g (B, T). One context at a time through all
+    layers; the forward pass keeps f and df/da (B, d, TP) in a Workspace (with room for the
+    backward pass's per-block sums) when `keep`; the backward pass scales df/da by dLoss/dg and
+    gives Q, K and c their gradients, summed over contexts in a fixed order."""
 
     @staticmethod
-    def forward(ctx, Q, K, c, x, xq, y, keep):
-        T = Q.shape[0]
+    def forward(ctx, Q, K, c, x, xq, y, workspace, keep):
+        (B, P, d), T = x.shape, Q.shape[0]
         TP = -(-T // 16) * 16  # the layers in lanes of 16
         x, xq, y = x.contiguous(), xq.contiguous(), y.contiguous()
         QT, KT = native.layers_last(Q, TP), native.layers_last(K, TP)  # (k, d, TP)
         W = native.softmax_merge(QT, KT)  # (d, d, TP)
         cp = torch.nn.functional.pad(c, (0, TP - T)).contiguous()  # (TP,) zero beyond T
-        g, F, GA = native.softmax_forward(x, xq, y, W, cp, keep)  # (B, TP), (B, TP), (B, d, TP)
-        ctx.save_for_backward(QT, KT, xq, cp, F, GA)
+        blocks = native.softmax_blocks(B)
+        flat = workspace.take(B * TP * (d + 1) + blocks * (d * d + 1) * TP, x) if keep else None
+        carve = Carver(flat, x)
+        F, GA, parts = carve(B, TP), carve(B, d, TP) if keep else None, carve(blocks, d * d + 1, TP) if keep else None
+        g = x.new_empty(B, TP)
+        native.softmax_forward(x, xq, y, W, cp, g, F, GA)
+        ctx.workspace, ctx.buffer, ctx.kept = workspace, flat, (F, GA, parts)
+        ctx.save_for_backward(QT, KT, xq, cp)
         return g[:, :T]
 
     @staticmethod
     def backward(ctx, grad_g):
-        QT, KT, xq, cp, F, GA = ctx.saved_tensors
+        QT, KT, xq, cp = ctx.saved_tensors
+        saved_buffer(ctx)
         T = grad_g.shape[1]
         gg = torch.nn.functional.pad(grad_g, (0, cp.shape[0] - T)).contiguous()  # (B, TP)
-        dQT, dKT, dc = native.softmax_backward(xq, cp, F, GA, gg, QT, KT)  # (k, d, TP), (k, d, TP), (TP,)
+        dQT, dKT, dc = native.softmax_backward(xq, cp, *ctx.kept[:2], gg, QT, KT, ctx.kept[2])  # (k, d, TP) x 2, (TP,)
+        ctx.workspace.give_back(ctx.buffer)
+        ctx.buffer, ctx.kept = None, None
         layer_first = lambda t: t[..., :T].permute(2, 0, 1)  # (T, k, d)
-        return layer_first(dQT), layer_first(dKT), dc[:T], None, None, None, None
+        return layer_first(dQT), layer_first(dKT), dc[:T], None, None, None, None, None
 
 
 class Workspace:

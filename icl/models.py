@@ -98,12 +98,14 @@ class SoftmaxEnsemble(Stack):
         self.readout = nn.Parameter(torch.ones(self.n_models))  # r * v, starts as a plain copy
         if untied:
             self.value = nn.Parameter(torch.ones(len(self.layer_model)))  # V_l per layer
+        self.workspace = Workspace()
 
     def forward(self, batch: Batch, attention: bool = False) -> Output:
         c = self.readout[self.layer_model] * self.layer_gain  # (T,)
         c = c * self.value if self.untied else c
         if not attention and native.usable("softmax_ensemble", batch.x.shape[1], batch.x, self.query):
-            g = SoftmaxLayers.apply(self.query, self.key, c, batch.x, batch.xq, batch.y, torch.is_grad_enabled())  # (B, T)
+            g = SoftmaxLayers.apply(self.query, self.key, c, batch.x, batch.xq, batch.y, self.workspace,
+                                     torch.is_grad_enabled())  # (B, T) in C
             return Output(self.ensemble(g), g)
         # x_mu . (K_l^T Q_l x_q): one (B, d) x (d, T*d) product through the merged K_l^T Q_l.
         merged = torch.einsum("tkd,tke->tde", self.key, self.query)  # (T, d, d) K_l^T Q_l

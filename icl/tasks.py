@@ -49,7 +49,11 @@ def power_spectrum(dim: int, exponent: float, device=None) -> torch.Tensor:
 
 def haar_rotations(n: int, dim: int, gen: torch.Generator) -> torch.Tensor:
     """n Haar-distributed orthogonal matrices: QR of a Gaussian with the signs of R fixed."""
-    g = torch.randn(n, dim, dim, generator=gen, device=gen.device)
+    return orthogonal_factor(torch.randn(n, dim, dim, generator=gen, device=gen.device))
+
+
+def orthogonal_factor(g: torch.Tensor) -> torch.Tensor:
+    """O of g = O R with diag(R) > 0, for a batch of square matrices (n, d, d)."""
     q, r = torch.linalg.qr(g)
     return q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)
 
@@ -65,35 +69,67 @@ def top_k_weights(x: torch.Tensor, xq: torch.Tensor, k: int) -> torch.Tensor:
     return torch.zeros_like(cos).scatter_(-1, idx, 1.0 / k)
 
 
-def sample_batch(cfg: RunConfig, n: int, gen: torch.Generator) -> Batch:
-    """n fresh contexts of the task that cfg describes, drawn with gen."""
+@dataclass
+class Draws:
+    """The Gaussian (and, for the easy task, uniform) draws of one batch, in the order drawn."""
+    rotation: torch.Tensor  # (n, d, d) Gaussian: its orthogonal factor is O_c
+    inputs: torch.Tensor  # (n, P, d) standard normal z: x = O diag(sqrt(lambda)) z
+    teacher: torch.Tensor  # (n, d) standard normal: w = O diag(sqrt(omega / d)) z'
+    query: torch.Tensor  # (n, d) standard normal (difficult task), or (n,) the copied token (easy task)
+
+
+def draw(cfg: RunConfig, n: int, gen: torch.Generator) -> Draws:
     d, P, dev = cfg.dim, cfg.context_length, gen.device
-    lam = power_spectrum(d, cfg.input_exponent, dev)
-    omega = power_spectrum(d, cfg.task_exponent, dev)
-    rot = haar_rotations(n, d, gen)  # (n, d, d)
-    # x = O diag(sqrt(lambda)) z, w = O diag(sqrt(omega / d)) z'
+    rot = torch.randn(n, d, d, generator=gen, device=dev)
     z = torch.randn(n, P, d, generator=gen, device=dev)
+    w = torch.randn(n, d, generator=gen, device=dev)
+    if cfg.task == "easy":  # the query is a copy of a uniformly chosen context token
+        return Draws(rot, z, w, torch.randint(P, (n,), generator=gen, device=dev))
+    return Draws(rot, z, w, torch.randn(n, d, generator=gen, device=dev))
+
+
+def sample_batch(cfg: RunConfig, n: int, gen: torch.Generator) -> Batch:
+    """n fresh contexts of the task that cfg describes, drawn with gen. On the CPU the arithmetic
+    after the draws runs in icl/kernels/sampling.c (the same draws; values that agree with
+    torch's to float32 rounding: see that file); elsewhere, or with ICL_NATIVE=0, in torch."""
+    from . import native
+
+    lam = power_spectrum(cfg.dim, cfg.input_exponent, gen.device)
+    omega = power_spectrum(cfg.dim, cfg.task_exponent, gen.device)
+    draws = draw(cfg, n, gen)
+    if native.usable("sampling", 16, draws.inputs):
+        x, y, xq, weights, rot, w = native.sample(cfg, draws, lam.sqrt(), (omega / cfg.dim).sqrt())
+    else:
+        x, y, xq, weights, rot, w = compute_batch(cfg, draws, lam, omega)
+    if cfg.label_noise > 0:
+        y = y + cfg.label_noise * torch.randn(n, cfg.context_length, generator=gen, device=gen.device)
+    return Batch(x, y, xq, weights, rot, w)
+
+
+def compute_batch(cfg: RunConfig, draws: Draws, lam: torch.Tensor, omega: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The batch's tensors (x, y, xq, weights, rotation, teacher) from its draws, in torch."""
+    d, P = cfg.dim, cfg.context_length
+    rot = orthogonal_factor(draws.rotation)  # (n, d, d)
+    # x = O diag(sqrt(lambda)) z, w = O diag(sqrt(omega / d)) z'
+    z = draws.inputs
     if cfg.input_exponent != 0:  # isotropic lambda is exactly 1: skip a pass over (n, P, d)
         z = z * lam.sqrt()
     x = torch.einsum("bij,bpj->bpi", rot, z)
-    w = torch.einsum("bij,bj->bi", rot, torch.randn(n, d, generator=gen, device=dev) * (omega / d).sqrt())
-    if cfg.task == "easy":
-        # The query is a copy of a uniformly chosen context token: its closest token is itself.
-        pick = torch.randint(P, (n,), generator=gen, device=dev)
-        xq = x[torch.arange(n, device=dev), pick]
+    w = torch.einsum("bij,bj->bi", rot, draws.teacher * (omega / d).sqrt())
+    if cfg.task == "easy":  # its closest token is itself
+        pick = draws.query
+        xq = x[torch.arange(len(pick), device=x.device), pick]
     else:
-        xq = torch.einsum("bij,bj->bi", rot, torch.randn(n, d, generator=gen, device=dev) * lam.sqrt())
+        xq = torch.einsum("bij,bj->bi", rot, draws.query * lam.sqrt())
     if cfg.normalize_inputs:
         # Radius sqrt(d) keeps E|x|^2 = d as for Gaussian inputs, so Sigma stays of trace d.
         x, xq = _project(x, d**0.5), _project(xq, d**0.5)
     y = torch.einsum("bpd,bd->bp", x, w)
-    if cfg.label_noise > 0:
-        y = y + cfg.label_noise * torch.randn(n, P, generator=gen, device=dev)
     if cfg.task == "easy":
-        weights = torch.nn.functional.one_hot(pick, P).to(x.dtype)
+        weights = torch.nn.functional.one_hot(draws.query, P).to(x.dtype)
     else:
         weights = top_k_weights(x, xq, cfg.top_k)
-    return Batch(x, y, xq, weights, rot, w)
+    return x, y, xq, weights, rot, w
 
 
 def make_generator(seed: int, device: torch.device) -> torch.Generator:

@@ -23,12 +23,12 @@
      W (d, d, TP)          W[i][e][t] = log2(e) M_t[i][e] (scores in base 2)
      x (B, P, d)   xq (B, d)   y (B, P)   c (TP)
      g, F (B, TP): g and f        GA (B, d, TP): df/da, kept for the backward pass
-     dW (nblocks, d, d, TP)   dc (nblocks, TP): per block, later summed in block order
+     parts (nblocks, d d + 1, TP): per block dW (d, d, TP), then dc (TP); summed in block order
    Each function takes a range [r0, r1) of contexts, blocks, elements or layers: callers split
    the work between threads. */
 #include "vector.h"
 
-#define BLOCK 16 /* contexts per block of the backward pass's sums: fixed, not per thread */
+#define BLOCK 32 /* contexts per block of the backward pass's sums: fixed, not per thread */
 
 /* W from QT, KT (k, d, TP) (Q and K with the layer last, zero beyond T), lanes l0 <= t < l1
    (multiples of 16): W[i][e] = log2(e) sum_c KT[c][i] QT[c][e], 16 layers at a time. */
@@ -119,14 +119,14 @@ void se_forward(const float *x, const float *xq, const float *y, const float *W,
     BY_DIM(forward_body, d, x, xq, y, W, c, P, TP, g, F, GA, b0, b1)
 }
 
-/* Blocks k0 <= blk < k1 of the backward pass, from gg (B, TP) = dLoss/dg: into slot blk,
-   dW = sum_b (c gg_b GA_b) xq_b^T (the gradient of log2(e)^-1 W, i.e. of M) and dc = sum_b gg_b F_b,
+/* Blocks k0 <= blk < k1 of the backward pass, from gg (B, TP) = dLoss/dg: into slot blk of
+   parts, dW = sum_b (c gg_b GA_b) xq_b^T (the gradient of log2(e)^-1 W, i.e. of M) and dc = sum_b gg_b F_b,
    the contexts of the block in order. G: scratch of BLOCK d vectors. */
 INLINE void backward_body(const float *xq, const float *c, const float *F, const float *GA, const float *gg, int B,
-                          int TP, float *dW, float *dc, int k0, int k1, int d) {
+                          int TP, float *parts, int k0, int k1, int d) {
     vec *G = vectors((int64_t)BLOCK * d);
     for (int blk = k0; blk < k1; blk++) {
-        float *dWb = dW + (int64_t)blk * d * d * TP, *dcb = dc + (int64_t)blk * TP;
+        float *dWb = parts + (int64_t)blk * (d * d + 1) * TP, *dcb = dWb + (int64_t)d * d * TP;
         int first = blk * BLOCK, n = (blk + 1) * BLOCK < B ? BLOCK : B - first;
         for (int t0 = 0; t0 < TP; t0 += LANES) {
             vec sc = splat(0.0f), ct = load(c + t0);
@@ -149,19 +149,11 @@ INLINE void backward_body(const float *xq, const float *c, const float *F, const
 }
 
 void se_backward(const float *xq, const float *c, const float *F, const float *GA, const float *gg, int B, int d, int TP,
-                 float *dW, float *dc, int k0, int k1) {
-    BY_DIM(backward_body, d, xq, c, F, GA, gg, B, TP, dW, dc, k0, k1)
+                 float *parts, int k0, int k1) {
+    BY_DIM(backward_body, d, xq, c, F, GA, gg, B, TP, parts, k0, k1)
 }
 
-int se_block() { return BLOCK; }
-
-/* out[i] = sum over blocks, in block order, of parts[blk][i], for elements i0 <= i < i1 (the
-   same order for every element, however the elements are split). */
-void se_sum_blocks(const float *parts, int nblocks, int64_t n, float *out, int64_t i0, int64_t i1) {
-    memcpy(out + i0, parts + i0, sizeof(float) * (i1 - i0));
-    for (int blk = 1; blk < nblocks; blk++)
-        for (int64_t i = i0; i < i1; i++) out[i] += parts[blk * n + i];
-}
+int block_size(void) { return BLOCK; }
 
 /* dQT = K dM and dKT = Q dM^T layer by layer, with the layers in the lanes: dQT[c][e] =
    sum_i KT[c][i] dM[i][e], dKT[c][i] = sum_e QT[c][e] dM[i][e] (k, d, TP), lanes l0 <= t < l1. */
