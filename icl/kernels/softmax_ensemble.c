@@ -83,13 +83,20 @@ INLINE void forward_body(const float *x, const float *xq, const float *y, const 
         for (int t0 = 0; t0 < TP; t0 += LANES) {
             merged_query(W + t0, TP, xq + (int64_t)b * d, d, a);
             vec top = scores(a, xb, P, d, S);
-            vec total = splat(0.0f), read = splat(0.0f);
-            for (int mu = 0; mu < P; mu++) {
+            vec total[2] = {splat(0.0f), splat(0.0f)}, read[2] = {splat(0.0f), splat(0.0f)}; /* two chains each */
+            int mu = 0;
+            for (; mu + 2 <= P; mu += 2)
+                for (int h = 0; h < 2; h++) {
+                    S[mu + h] = vexp2(S[mu + h] - top);
+                    total[h] += S[mu + h];
+                    read[h] += S[mu + h] * yb[mu + h];
+                }
+            for (; mu < P; mu++) {
                 S[mu] = vexp2(S[mu] - top);
-                total += S[mu];
-                read += S[mu] * yb[mu];
+                total[0] += S[mu];
+                read[0] += S[mu] * yb[mu];
             }
-            vec inv = 1.0f / total, f = read * inv;
+            vec inv = 1.0f / (total[0] + total[1]), f = (read[0] + read[1]) * inv;
             int64_t at = (int64_t)b * TP + t0;
             store(F + at, f);
             store(g + at, f * load(c + t0));
@@ -137,12 +144,16 @@ INLINE void backward_body(const float *xq, const float *c, const float *F, const
                 for (int i = 0; i < d; i++) G[j * d + i] = load(GA + ((int64_t)(first + j) * d + i) * TP + t0) * (gl * ct);
             }
             store(dcb + t0, sc);
-            for (int i = 0; i < d; i++)
-                for (int e = 0; e < d; e++) {
-                    vec acc = splat(0.0f);
-                    for (int j = 0; j < n; j++) acc += G[j * d + i] * xq[(int64_t)(first + j) * d + e];
-                    store(dWb + ((int64_t)i * d + e) * TP + t0, acc);
+            for (int i = 0; i < d; i++) { /* row i of dW: d accumulators, one load of G per d products */
+                vec acc[d];
+                for (int e = 0; e < d; e++) acc[e] = splat(0.0f);
+                for (int j = 0; j < n; j++) {
+                    vec gi = G[j * d + i];
+                    const float *q = xq + (int64_t)(first + j) * d;
+                    for (int e = 0; e < d; e++) acc[e] += gi * q[e];
                 }
+                for (int e = 0; e < d; e++) store(dWb + ((int64_t)i * d + e) * TP + t0, acc[e]);
+            }
         }
     }
     free(G);
