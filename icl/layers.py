@@ -63,7 +63,7 @@ class SoftmaxLayers(torch.autograd.Function):
         carve = Carver(flat, x)
         F, GA, parts = carve(B, TP), carve(B, d, TP) if keep else None, carve(blocks, d * d + 1, TP) if keep else None
         g = x.new_empty(B, TP)
-        native.softmax_forward(x, xq, y, W, cp, g, F, GA)
+        native.softmax_forward(x, xq, y, W, QT, KT, cp, g, F, GA)
         ctx.workspace, ctx.buffer, ctx.kept = workspace, flat, (F, GA, parts)
         ctx.save_for_backward(QT, KT, xq, cp)
         return g[:, :T]

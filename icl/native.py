@@ -224,12 +224,13 @@ def softmax_blocks(contexts: int) -> int:
     return blocks_of(library("softmax_ensemble"), contexts)
 
 
-def softmax_forward(x, xq, y, W, c, g, F, GA) -> None:
+def softmax_forward(x, xq, y, W, QT, KT, c, g, F, GA) -> None:
     """SoftmaxLayers' forward pass into g and f (B, TP) and, where GA is given (for a backward
     pass), df/da (B, d, TP)."""
     lib = library("softmax_ensemble")
     B, P, d = x.shape
-    args = [ptr(x), ptr(xq), ptr(y), ptr(W), ptr(c), P, d, W.shape[-1], ptr(g), ptr(F), ptr(GA)]
+    args = [ptr(x), ptr(xq), ptr(y), ptr(W), ptr(QT), ptr(KT), QT.shape[0], ptr(c), P, d, W.shape[-1], ptr(g), ptr(F),
+            ptr(GA)]
     parallel(lambda _, b0, b1: lib.se_forward(*args, b0, b1), B)
 
 

@@ -43,6 +43,21 @@ void se_merge(const float *QT, const float *KT, int k, int d, int TP, float *W, 
             }
 }
 
+/* a[i] = sum_c KT[c][i][lanes] (log2(e) sum_e QT[c][e][lanes] xq[e]): the same merged query
+   through the rank-k factors, 2 k d products instead of d^2 where 2 k < d. u: k vectors. */
+INLINE void factored_query(const float *QT, const float *KT, int k, int TP, const float *xq, int d, vec *u, vec *a) {
+    for (int c = 0; c < k; c++) {
+        vec acc = splat(0.0f);
+        for (int e = 0; e < d; e++) acc += xq[e] * load(QT + ((int64_t)c * d + e) * TP);
+        u[c] = acc * LOG2E;
+    }
+    for (int i = 0; i < d; i++) {
+        vec acc = splat(0.0f);
+        for (int c = 0; c < k; c++) acc += u[c] * load(KT + ((int64_t)c * d + i) * TP);
+        a[i] = acc;
+    }
+}
+
 /* a[i] = sum_e xq[e] W[i][e][lanes]: the merged query of 16 layers, in base 2. */
 INLINE void merged_query(const float *W, int TP, const float *xq, int d, vec *a) {
     for (int i = 0; i < d; i++) {
@@ -75,13 +90,17 @@ INLINE vec scores(const vec *a, const float *x, int P, int d, vec *S) {
     return vmax(top[0], top[1]);
 }
 
-INLINE void forward_body(const float *x, const float *xq, const float *y, const float *W, const float *c, int P,
-                         int TP, float *g, float *F, float *GA, int b0, int b1, int d) {
-    vec *a = vectors(d), *S = vectors(P);
+INLINE void forward_body(const float *x, const float *xq, const float *y, const float *W, const float *QT,
+                         const float *KT, int k, const float *c, int P, int TP, float *g, float *F, float *GA, int b0,
+                         int b1, int d) {
+    vec *a = vectors(d), *S = vectors(P), *u = vectors(k);
     for (int b = b0; b < b1; b++) {
         const float *xb = x + (int64_t)b * P * d, *yb = y + (int64_t)b * P;
         for (int t0 = 0; t0 < TP; t0 += LANES) {
-            merged_query(W + t0, TP, xq + (int64_t)b * d, d, a);
+            if (2 * k < d)
+                factored_query(QT + t0, KT + t0, k, TP, xq + (int64_t)b * d, d, u, a);
+            else
+                merged_query(W + t0, TP, xq + (int64_t)b * d, d, a);
             vec top = scores(a, xb, P, d, S);
             vec total[2] = {splat(0.0f), splat(0.0f)}, read[2] = {splat(0.0f), splat(0.0f)}; /* two chains each */
             int mu = 0;
@@ -104,14 +123,14 @@ INLINE void forward_body(const float *x, const float *xq, const float *y, const 
             /* df/da = sum_mu A_mu (y_mu - f) x_mu, while A is at hand: the backward pass only scales it */
             vec ga[d];
             for (int i = 0; i < d; i++) ga[i] = splat(0.0f);
-            for (int mu = 0; mu < P; mu++) {
-                vec ds = S[mu] * inv * (yb[mu] - f);
+            for (int mu = 0; mu < P; mu++) { /* the softmax's 1 / sum once per row of ga, not per token */
+                vec ds = S[mu] * (yb[mu] - f);
                 for (int i = 0; i < d; i++) ga[i] += ds * xb[(int64_t)mu * d + i];
             }
-            for (int i = 0; i < d; i++) store(GA + ((int64_t)b * d + i) * TP + t0, ga[i]);
+            for (int i = 0; i < d; i++) store(GA + ((int64_t)b * d + i) * TP + t0, ga[i] * inv);
         }
     }
-    free(a); free(S);
+    free(a); free(S); free(u);
 }
 
 #define BY_DIM(body, d, ...)              \
@@ -120,10 +139,11 @@ INLINE void forward_body(const float *x, const float *xq, const float *y, const 
     default: body(__VA_ARGS__, d);        \
     }
 
-/* g, F and (where GA is given, for a backward pass) GA = df/da, contexts b0 <= b < b1. */
-void se_forward(const float *x, const float *xq, const float *y, const float *W, const float *c, int P, int d, int TP,
-                float *g, float *F, float *GA, int b0, int b1) {
-    BY_DIM(forward_body, d, x, xq, y, W, c, P, TP, g, F, GA, b0, b1)
+/* g, F and (where GA is given, for a backward pass) GA = df/da, contexts b0 <= b < b1. The merged
+   query comes from W, or from QT and KT (k, d, TP) where that is fewer products. */
+void se_forward(const float *x, const float *xq, const float *y, const float *W, const float *QT, const float *KT, int k,
+                const float *c, int P, int d, int TP, float *g, float *F, float *GA, int b0, int b1) {
+    BY_DIM(forward_body, d, x, xq, y, W, QT, KT, k, c, P, TP, g, F, GA, b0, b1)
 }
 
 /* Blocks k0 <= blk < k1 of the backward pass, from gg (B, TP) = dLoss/dg: into slot blk of
