@@ -6,6 +6,7 @@ Sampling is vectorised over contexts and runs on whatever device the generator l
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -78,14 +79,32 @@ class Draws:
     query: torch.Tensor  # (n, d) standard normal (difficult task), or (n,) the copied token (easy task)
 
 
-def draw(cfg: RunConfig, n: int, gen: torch.Generator) -> Draws:
+def draw(cfg: RunConfig, n: int, gen: torch.Generator, into: Draws | None = None) -> Draws:
+    """The batch's draws, in their order; into the tensors of `into` where given (the same numbers)."""
     d, P, dev = cfg.dim, cfg.context_length, gen.device
-    rot = torch.randn(n, d, d, generator=gen, device=dev)
-    z = torch.randn(n, P, d, generator=gen, device=dev)
-    w = torch.randn(n, d, generator=gen, device=dev)
+    out = into or Draws(torch.empty(n, d, d, device=dev), torch.empty(n, P, d, device=dev), torch.empty(n, d, device=dev),
+                        torch.empty(n, dtype=torch.int64, device=dev) if cfg.task == "easy" else torch.empty(n, d, device=dev))
+    torch.randn(n, d, d, generator=gen, out=out.rotation)
+    torch.randn(n, P, d, generator=gen, out=out.inputs)
+    torch.randn(n, d, generator=gen, out=out.teacher)
     if cfg.task == "easy":  # the query is a copy of a uniformly chosen context token
-        return Draws(rot, z, w, torch.randint(P, (n,), generator=gen, device=dev))
-    return Draws(rot, z, w, torch.randn(n, d, generator=gen, device=dev))
+        torch.randint(P, (n,), generator=gen, out=out.query)
+    else:
+        torch.randn(n, d, generator=gen, out=out.query)
+    return out
+
+
+# The draws of the last batch of each shape sampled in C on this thread: only the sampler reads
+# them, so the next batch of that shape draws into the same memory (a fresh MiB costs a page
+# fault per 4 KiB page, every step).
+_reused = threading.local()
+
+
+def reused_draws(cfg: RunConfig, n: int, gen: torch.Generator) -> Draws:
+    key = (n, cfg.dim, cfg.context_length, cfg.task)
+    cache = _reused.__dict__.setdefault("draws", {})
+    cache[key] = draw(cfg, n, gen, cache.get(key))
+    return cache[key]
 
 
 def sample_batch(cfg: RunConfig, n: int, gen: torch.Generator) -> Batch:
@@ -96,11 +115,11 @@ def sample_batch(cfg: RunConfig, n: int, gen: torch.Generator) -> Batch:
 
     lam = power_spectrum(cfg.dim, cfg.input_exponent, gen.device)
     omega = power_spectrum(cfg.dim, cfg.task_exponent, gen.device)
-    draws = draw(cfg, n, gen)
-    if native.usable("sampling", 16, draws.inputs):
+    if gen.device.type == "cpu" and native.usable("sampling", 16):
+        draws = reused_draws(cfg, n, gen)
         x, y, xq, weights, rot, w = native.sample(cfg, draws, lam.sqrt(), (omega / cfg.dim).sqrt())
     else:
-        x, y, xq, weights, rot, w = compute_batch(cfg, draws, lam, omega)
+        x, y, xq, weights, rot, w = compute_batch(cfg, draw(cfg, n, gen), lam, omega)
     if cfg.label_noise > 0:
         y = y + cfg.label_noise * torch.randn(n, cfg.context_length, generator=gen, device=gen.device)
     return Batch(x, y, xq, weights, rot, w)
