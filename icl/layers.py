@@ -52,33 +52,33 @@ class SoftmaxLayers(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, Q, K, c, x, xq, y, workspace, keep):
-        (B, P, d), T = x.shape, Q.shape[0]
+        (B, P, d), (T, k, _) = x.shape, Q.shape
         TP = -(-T // 16) * 16  # the layers in lanes of 16
-        x, xq, y = x.contiguous(), xq.contiguous(), y.contiguous()
-        QT, KT = native.layers_last(Q, TP), native.layers_last(K, TP)  # (k, d, TP)
-        W = native.softmax_merge(QT, KT)  # (d, d, TP)
-        cp = torch.nn.functional.pad(c, (0, TP - T)).contiguous()  # (TP,) zero beyond T
         blocks = native.softmax_blocks(B)
-        flat = workspace.take(B * TP * (d + 1) + blocks * (d * d + 1) * TP, x) if keep else None
+        # The layer-last copies, W, and (for a backward pass) f, df/da and the per-block sums
+        flat = workspace.take((2 * k * d + 1 + d * d) * TP + (B * (d + 1) + (keep and blocks * (d * d + 1))) * TP, x)
         carve = Carver(flat, x)
-        F, GA, parts = carve(B, TP), carve(B, d, TP) if keep else None, carve(blocks, d * d + 1, TP) if keep else None
-        g = x.new_empty(B, TP)
-        native.softmax_forward(x, xq, y, W, QT, KT, cp, g, F, GA)
-        ctx.workspace, ctx.buffer, ctx.kept = workspace, flat, (F, GA, parts)
-        ctx.save_for_backward(QT, KT, xq, cp)
-        return g[:, :T]
+        QT, KT, cp, W, F = carve(k, d, TP), carve(k, d, TP), carve(TP), carve(d, d, TP), carve(B, TP)
+        GA, parts = (carve(B, d, TP), carve(blocks, d * d + 1, TP)) if keep else (None, None)
+        native.softmax_merge(Q.contiguous(), K.contiguous(), c.contiguous(), QT, KT, cp, W)
+        g = x.new_empty(B, T)
+        native.softmax_forward(x.contiguous(), xq.contiguous(), y.contiguous(), W, QT, KT, cp, g, F, GA)
+        if not keep:  # no backward pass will read them
+            workspace.give_back(flat)
+            flat = None
+        ctx.workspace, ctx.buffer, ctx.kept = workspace, flat, (QT, KT, cp, F, GA, parts)
+        ctx.save_for_backward(xq)
+        return g
 
     @staticmethod
     def backward(ctx, grad_g):
-        QT, KT, xq, cp = ctx.saved_tensors
+        (xq,) = ctx.saved_tensors
         saved_buffer(ctx)
-        T = grad_g.shape[1]
-        gg = torch.nn.functional.pad(grad_g, (0, cp.shape[0] - T)).contiguous()  # (B, TP)
-        dQT, dKT, dc = native.softmax_backward(xq, cp, *ctx.kept[:2], gg, QT, KT, ctx.kept[2])  # (k, d, TP) x 2, (TP,)
+        QT, KT, cp, F, GA, parts = ctx.kept
+        dQ, dK, dc = native.softmax_backward(xq, cp, F, GA, grad_g.contiguous(), QT, KT, parts)
         ctx.workspace.give_back(ctx.buffer)
         ctx.buffer, ctx.kept = None, None
-        layer_first = lambda t: t[..., :T].permute(2, 0, 1)  # (T, k, d)
-        return layer_first(dQT), layer_first(dKT), dc[:T], None, None, None, None, None
+        return dQ, dK, dc[: grad_g.shape[1]], None, None, None, None, None
 
 
 class Workspace:

@@ -205,18 +205,14 @@ def blocks_of(lib, contexts: int) -> int:
     return -(-contexts // lib.block_size())
 
 
-def layers_last(Q: torch.Tensor, TP: int) -> torch.Tensor:
-    """(T, k, d) -> (k, d, TP): the layer index in the lanes, zero beyond T."""
-    return torch.nn.functional.pad(Q.permute(1, 2, 0), (0, TP - Q.shape[0])).contiguous()
-
-
-def softmax_merge(QT, KT) -> torch.Tensor:
-    """W (d, d, TP) = log2(e) K_t^T Q_t in lane t, from QT, KT (k, d, TP): softmax_ensemble.c's layout."""
+def softmax_merge(Q, K, c, QT, KT, cp, W) -> None:
+    """From Q, K (T, k, d) and c (T,): QT, KT (k, d, TP) and cp (TP,) with the layer last, and W
+    (d, d, TP) = log2(e) K_t^T Q_t in lane t, zero beyond T: softmax_ensemble.c's layouts."""
     lib = library("softmax_ensemble")
-    k, d, TP = QT.shape
-    W = QT.new_empty(d, d, TP)
-    parallel(lambda _, b0, b1: lib.se_merge(ptr(QT), ptr(KT), k, d, TP, ptr(W), 16 * b0, 16 * b1), TP // 16)
-    return W
+    T, k, d = Q.shape
+    TP = W.shape[-1]
+    args = [ptr(Q), ptr(K), ptr(c), T, k, d, TP, ptr(QT), ptr(KT), ptr(cp), ptr(W)]
+    parallel(lambda _, b0, b1: lib.se_merge(*args, 16 * b0, 16 * b1), TP // 16)
 
 
 def softmax_blocks(contexts: int) -> int:
@@ -225,29 +221,29 @@ def softmax_blocks(contexts: int) -> int:
 
 
 def softmax_forward(x, xq, y, W, QT, KT, c, g, F, GA) -> None:
-    """SoftmaxLayers' forward pass into g and f (B, TP) and, where GA is given (for a backward
+    """SoftmaxLayers' forward pass into g (B, T), f (B, TP) and, where GA is given (for a backward
     pass), df/da (B, d, TP)."""
     lib = library("softmax_ensemble")
     B, P, d = x.shape
-    args = [ptr(x), ptr(xq), ptr(y), ptr(W), ptr(QT), ptr(KT), QT.shape[0], ptr(c), P, d, W.shape[-1], ptr(g), ptr(F),
-            ptr(GA)]
+    args = [ptr(x), ptr(xq), ptr(y), ptr(W), ptr(QT), ptr(KT), QT.shape[0], ptr(c), P, d, g.shape[1], W.shape[-1],
+            ptr(g), ptr(F), ptr(GA)]
     parallel(lambda _, b0, b1: lib.se_forward(*args, b0, b1), B)
 
 
 def softmax_backward(xq, c, F, GA, gg, QT, KT, parts) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The gradients of SoftmaxLayers with respect to QT, KT (k, d, TP) and c (TP), from gg =
-    dLoss/dg (B, TP): sums over contexts per fixed block of contexts (into parts, (blocks,
+    """The gradients of SoftmaxLayers with respect to Q, K (T, k, d) and c (TP), from gg =
+    dLoss/dg (B, T): sums over contexts per fixed block of contexts (into parts, (blocks,
     d d + 1, TP)), added in block order (independent of the number of threads)."""
     lib = library("softmax_ensemble")
     B, d, TP = GA.shape
-    k = QT.shape[0]
-    args = [ptr(xq), ptr(c), ptr(F), ptr(GA), ptr(gg), B, d, TP, ptr(parts)]
+    k, T = QT.shape[0], gg.shape[1]
+    args = [ptr(xq), ptr(c), ptr(F), ptr(GA), ptr(gg), B, d, T, TP, ptr(parts)]
     parallel(lambda _, k0, k1: lib.se_backward(*args, k0, k1), parts.shape[0])
     total = sum_blocks(lib, parts)  # (d d + 1, TP)
-    dQT, dKT = torch.empty_like(QT), torch.empty_like(KT)
-    parallel(lambda _, b0, b1: lib.se_unmerge(ptr(QT), ptr(KT), ptr(total), k, d, TP, ptr(dQT), ptr(dKT), 16 * b0, 16 * b1),
+    dQ, dK = QT.new_empty(T, k, d), QT.new_empty(T, k, d)
+    parallel(lambda _, b0, b1: lib.se_unmerge(ptr(QT), ptr(KT), ptr(total), T, k, d, TP, ptr(dQ), ptr(dK), 16 * b0, 16 * b1),
              TP // 16)
-    return dQT, dKT, total[-1]
+    return dQ, dK, total[-1]
 
 
 def sum_blocks(lib, parts: torch.Tensor) -> torch.Tensor:

@@ -6,6 +6,7 @@ Sampling is vectorised over contexts and runs on whatever device the generator l
 """
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 
@@ -94,6 +95,14 @@ def draw(cfg: RunConfig, n: int, gen: torch.Generator, into: Draws | None = None
     return out
 
 
+@functools.cache
+def spectra(dim: int, input_exponent: float, task_exponent: float, device: str) -> tuple[torch.Tensor, ...]:
+    """lambda, omega, sqrt(lambda) and sqrt(omega / d) of a task, computed once (read only: they
+    never leave sample_batch)."""
+    lam, omega = power_spectrum(dim, input_exponent, device), power_spectrum(dim, task_exponent, device)
+    return lam, omega, lam.sqrt(), (omega / dim).sqrt()
+
+
 # The draws of the last batch of each shape sampled in C on this thread: only the sampler reads
 # them, so the next batch of that shape draws into the same memory (a fresh MiB costs a page
 # fault per 4 KiB page, every step).
@@ -113,11 +122,10 @@ def sample_batch(cfg: RunConfig, n: int, gen: torch.Generator) -> Batch:
     torch's to float32 rounding: see that file); elsewhere, or with ICL_NATIVE=0, in torch."""
     from . import native
 
-    lam = power_spectrum(cfg.dim, cfg.input_exponent, gen.device)
-    omega = power_spectrum(cfg.dim, cfg.task_exponent, gen.device)
+    lam, omega, lam_sqrt, omega_scale = spectra(cfg.dim, cfg.input_exponent, cfg.task_exponent, str(gen.device))
     if gen.device.type == "cpu" and native.usable("sampling", 16):
         draws = reused_draws(cfg, n, gen)
-        x, y, xq, weights, rot, w = native.sample(cfg, draws, lam.sqrt(), (omega / cfg.dim).sqrt())
+        x, y, xq, weights, rot, w = native.sample(cfg, draws, lam_sqrt, omega_scale)
     else:
         x, y, xq, weights, rot, w = compute_batch(cfg, draw(cfg, n, gen), lam, omega)
     if cfg.label_noise > 0:

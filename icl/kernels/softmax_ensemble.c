@@ -19,10 +19,11 @@
    lanes.
 
    Layouts (float32, C order):
-     QT, KT (k, d, TP)     Q and K with the layer last (zero beyond T)
+     Q, K (T, k, d), c (T)  as the stack holds them; QT, KT (k, d, TP), cp (TP): the same with the
+                           layer last, zero beyond T
      W (d, d, TP)          W[i][e][t] = log2(e) M_t[i][e] (scores in base 2)
-     x (B, P, d)   xq (B, d)   y (B, P)   c (TP)
-     g, F (B, TP): g and f        GA (B, d, TP): df/da, kept for the backward pass
+     x (B, P, d)   xq (B, d)   y (B, P)
+     g (B, T), gg = dLoss/dg (B, T)     F (B, TP): f     GA (B, d, TP): df/da, kept for the backward pass
      parts (nblocks, d d + 1, TP): per block dW (d, d, TP), then dc (TP); summed in block order
    Each function takes a range [r0, r1) of contexts, blocks, elements or layers: callers split
    the work between threads. */
@@ -30,17 +31,39 @@
 
 #define BLOCK 32 /* contexts per block of the backward pass's sums: fixed, not per thread */
 
-/* W from QT, KT (k, d, TP) (Q and K with the layer last, zero beyond T), lanes l0 <= t < l1
-   (multiples of 16): W[i][e] = log2(e) sum_c KT[c][i] QT[c][e], 16 layers at a time. */
-void se_merge(const float *QT, const float *KT, int k, int d, int TP, float *W, int l0, int l1) {
+/* From Q, K (T, k, d) and c (T): QT, KT (k, d, TP) with the layer last, cp (TP), and W[i][e] =
+   log2(e) sum_c KT[c][i] QT[c][e], 16 layers at a time; zero beyond T. Lanes l0 <= t < l1
+   (multiples of 16). */
+void se_merge(const float *Q, const float *K, const float *c, int T, int k, int d, int TP, float *QT, float *KT,
+              float *cp, float *W, int l0, int l1) {
+    for (int t = l0; t < l1; t++) {
+        cp[t] = t < T ? c[t] : 0.0f;
+        for (int i = 0; i < k * d; i++) {
+            QT[(int64_t)i * TP + t] = t < T ? Q[(int64_t)t * k * d + i] : 0.0f;
+            KT[(int64_t)i * TP + t] = t < T ? K[(int64_t)t * k * d + i] : 0.0f;
+        }
+    }
     for (int t0 = l0; t0 < l1; t0 += LANES)
         for (int i = 0; i < d; i++)
             for (int e = 0; e < d; e++) {
                 vec acc = splat(0.0f);
-                for (int c = 0; c < k; c++)
-                    acc += load(KT + ((int64_t)c * d + i) * TP + t0) * load(QT + ((int64_t)c * d + e) * TP + t0);
+                for (int q = 0; q < k; q++)
+                    acc += load(KT + ((int64_t)q * d + i) * TP + t0) * load(QT + ((int64_t)q * d + e) * TP + t0);
                 store(W + ((int64_t)i * d + e) * TP + t0, acc * LOG2E);
             }
+}
+
+/* The first n (< 16 allowed) lanes of a vector from p, the rest zero; and their store. */
+static inline vec load_part(const float *p, int n) {
+    if (n >= LANES) return load(p);
+    vec v = splat(0.0f);
+    for (int l = 0; l < n; l++) v[l] = p[l];
+    return v;
+}
+
+static inline void store_part(float *p, vec v, int n) {
+    if (n >= LANES) store(p, v);
+    else for (int l = 0; l < n; l++) p[l] = v[l];
 }
 
 /* a[i] = sum_c KT[c][i][lanes] (log2(e) sum_e QT[c][e][lanes] xq[e]): the same merged query
@@ -91,8 +114,8 @@ INLINE vec scores(const vec *a, const float *x, int P, int d, vec *S) {
 }
 
 INLINE void forward_body(const float *x, const float *xq, const float *y, const float *W, const float *QT,
-                         const float *KT, int k, const float *c, int P, int TP, float *g, float *F, float *GA, int b0,
-                         int b1, int d) {
+                         const float *KT, int k, const float *c, int P, int T, int TP, float *g, float *F, float *GA,
+                         int b0, int b1, int d) {
     vec *a = vectors(d), *S = vectors(P), *u = vectors(k);
     for (int b = b0; b < b1; b++) {
         const float *xb = x + (int64_t)b * P * d, *yb = y + (int64_t)b * P;
@@ -118,7 +141,7 @@ INLINE void forward_body(const float *x, const float *xq, const float *y, const 
             vec inv = 1.0f / (total[0] + total[1]), f = (read[0] + read[1]) * inv;
             int64_t at = (int64_t)b * TP + t0;
             store(F + at, f);
-            store(g + at, f * load(c + t0));
+            store_part(g + (int64_t)b * T + t0, f * load(c + t0), T - t0); /* g (B, T): the stack's layout */
             if (!GA) continue;
             /* df/da = sum_mu A_mu (y_mu - f) x_mu, while A is at hand: the backward pass only scales it */
             vec ga[d];
@@ -142,15 +165,15 @@ INLINE void forward_body(const float *x, const float *xq, const float *y, const 
 /* g, F and (where GA is given, for a backward pass) GA = df/da, contexts b0 <= b < b1. The merged
    query comes from W, or from QT and KT (k, d, TP) where that is fewer products. */
 void se_forward(const float *x, const float *xq, const float *y, const float *W, const float *QT, const float *KT, int k,
-                const float *c, int P, int d, int TP, float *g, float *F, float *GA, int b0, int b1) {
-    BY_DIM(forward_body, d, x, xq, y, W, QT, KT, k, c, P, TP, g, F, GA, b0, b1)
+                const float *c, int P, int d, int T, int TP, float *g, float *F, float *GA, int b0, int b1) {
+    BY_DIM(forward_body, d, x, xq, y, W, QT, KT, k, c, P, T, TP, g, F, GA, b0, b1)
 }
 
 /* Blocks k0 <= blk < k1 of the backward pass, from gg (B, TP) = dLoss/dg: into slot blk of
    parts, dW = sum_b (c gg_b GA_b) xq_b^T (the gradient of log2(e)^-1 W, i.e. of M) and dc = sum_b gg_b F_b,
    the contexts of the block in order. G: scratch of BLOCK d vectors. */
 INLINE void backward_body(const float *xq, const float *c, const float *F, const float *GA, const float *gg, int B,
-                          int TP, float *parts, int k0, int k1, int d) {
+                          int T, int TP, float *parts, int k0, int k1, int d) {
     vec *G = vectors((int64_t)BLOCK * d);
     for (int blk = k0; blk < k1; blk++) {
         float *dWb = parts + (int64_t)blk * (d * d + 1) * TP, *dcb = dWb + (int64_t)d * d * TP;
@@ -159,7 +182,7 @@ INLINE void backward_body(const float *xq, const float *c, const float *F, const
             vec sc = splat(0.0f), ct = load(c + t0);
             for (int j = 0; j < n; j++) {
                 int64_t at = (int64_t)(first + j) * TP + t0;
-                vec gl = load(gg + at);
+                vec gl = load_part(gg + (int64_t)(first + j) * T + t0, T - t0); /* gg (B, T) */
                 sc += gl * load(F + at);
                 for (int i = 0; i < d; i++) G[j * d + i] = load(GA + ((int64_t)(first + j) * d + i) * TP + t0) * (gl * ct);
             }
@@ -179,28 +202,31 @@ INLINE void backward_body(const float *xq, const float *c, const float *F, const
     free(G);
 }
 
-void se_backward(const float *xq, const float *c, const float *F, const float *GA, const float *gg, int B, int d, int TP,
-                 float *parts, int k0, int k1) {
-    BY_DIM(backward_body, d, xq, c, F, GA, gg, B, TP, parts, k0, k1)
+void se_backward(const float *xq, const float *c, const float *F, const float *GA, const float *gg, int B, int d, int T,
+                 int TP, float *parts, int k0, int k1) {
+    BY_DIM(backward_body, d, xq, c, F, GA, gg, B, T, TP, parts, k0, k1)
 }
 
 int block_size(void) { return BLOCK; }
 
-/* dQT = K dM and dKT = Q dM^T layer by layer, with the layers in the lanes: dQT[c][e] =
-   sum_i KT[c][i] dM[i][e], dKT[c][i] = sum_e QT[c][e] dM[i][e] (k, d, TP), lanes l0 <= t < l1. */
-void se_unmerge(const float *QT, const float *KT, const float *dM, int k, int d, int TP, float *dQT, float *dKT, int l0,
-                int l1) {
-    for (int t0 = l0; t0 < l1; t0 += LANES)
+/* dQ_t = K_t dM_t and dK_t = Q_t dM_t^T layer by layer, with the layers in the lanes:
+   dQ[t][c][e] = sum_i KT[c][i] dM[i][e], dK[t][c][i] = sum_e QT[c][e] dM[i][e], written in the
+   stack's layout (T, k, d); lanes l0 <= t < l1 (multiples of 16). */
+void se_unmerge(const float *QT, const float *KT, const float *dM, int T, int k, int d, int TP, float *dQ, float *dK,
+                int l0, int l1) {
+    for (int t0 = l0; t0 < l1; t0 += LANES) {
+        int n = T - t0 < LANES ? T - t0 : LANES;
         for (int c = 0; c < k; c++) {
             for (int e = 0; e < d; e++) {
                 vec acc = splat(0.0f);
                 for (int i = 0; i < d; i++) acc += load(KT + ((int64_t)c * d + i) * TP + t0) * load(dM + ((int64_t)i * d + e) * TP + t0);
-                store(dQT + ((int64_t)c * d + e) * TP + t0, acc);
+                for (int l = 0; l < n; l++) dQ[((int64_t)(t0 + l) * k + c) * d + e] = acc[l];
             }
             for (int i = 0; i < d; i++) {
                 vec acc = splat(0.0f);
                 for (int e = 0; e < d; e++) acc += load(QT + ((int64_t)c * d + e) * TP + t0) * load(dM + ((int64_t)i * d + e) * TP + t0);
-                store(dKT + ((int64_t)c * d + i) * TP + t0, acc);
+                for (int l = 0; l < n; l++) dK[((int64_t)(t0 + l) * k + c) * d + i] = acc[l];
             }
         }
+    }
 }
