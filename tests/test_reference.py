@@ -85,16 +85,17 @@ def test_the_reference_reads_no_query_and_its_predictors_average_to_its_predicti
     cfg = tiny_config(model=model, key_dim=3)
     stack = perturbed(build(cfg, [4]), 2)
     batch = tiny_batch(cfg, n=6)
-    ref = plain_model(stack, 0)
-    pred, g = ref(batch.x, batch.y, batch.xq)
-    if g is not None:  # the ensemble view (Appendix B): y_hat = mean_l g_l
-        torch.testing.assert_close(g.mean(1), pred)
-    z = torch.cat([batch.x, batch.xq.unsqueeze(1)], 1)
+    ref = plain_model(stack, 0).double()  # float64: the identities below hold to rounding only
+    x, y, xq = batch.x.double(), batch.y.double(), batch.xq.double()
+    pred, g = ref(x, y, xq)
+    if g is not None:  # the ensemble view (Appendix B): y_hat = mean_l g_l, L = 4 terms
+        assert (g.mean(1) - pred).abs().max() <= 16 * 2.0**-53 * g.abs().max() * 4
+    z = torch.cat([x, xq.unsqueeze(1)], 1)
     A = attention(ref.query[0].detach(), ref.key[0].detach(), z) if model != "shared_stream" else None
     if A is not None:
-        assert torch.all(A[:, :, -1] == 0)  # no token reads the query
-        if model != "linear":  # softmax rows are distributions over the P context tokens
-            torch.testing.assert_close(A.sum(-1), torch.ones(A.shape[:2]))
+        assert torch.all(A[:, :, -1] == 0)  # no token reads the query: exactly, by the mask
+        if model != "linear":  # softmax rows are distributions over the P context tokens (P roundings)
+            assert (A.sum(-1) - 1).abs().max() <= 2 * batch.x.shape[1] * 2.0**-53
 
 
 def test_the_plain_linear_model_is_the_ordered_polynomial():
