@@ -6,7 +6,7 @@ torch.optim.Adam. The generalised models are timed against their first implement
 (icl.looped), and the controlled model's quick-shape sweeps against the same stack on its torch
 path (ICL_NATIVE=0). Both sides draw the same task with icl.tasks.sample_batch, train the same
 number of layers on the same batch size, and are timed in one run, interleaved, as medians over
-repeats. Before timing, each case checks that icl computes what icl.reference computes (losses,
+repeats. Each case also checks (after its timing) that icl computes what icl.reference computes (losses,
 per-layer predictors, gradients: reference.agreement), so the ratio compares the same work.
 """
 from __future__ import annotations
@@ -166,7 +166,6 @@ def run_case(case: Case, device: torch.device, repeats: int) -> dict:
     """icl (one stack of all `depths`) against the reference and, for a sweep, against icl's own
     models trained one after another (the references always train one after another)."""
     cfg, depths = case.cfg, case.depths
-    check = check_same(cfg, depths, device)
     icl_step = icl_trainer(cfg, depths, device)
     contenders = {"icl": icl_step}
     if case.reference == "full":
@@ -181,6 +180,9 @@ def run_case(case: Case, device: torch.device, repeats: int) -> dict:
         contenders["icl_one_after_another"] = one_after_another([icl_trainer(cfg, [L], device) for L in depths])
     flops = step_flops(icl_step)
     sec, cpu = seconds_per_step(contenders, repeats, device)
+    # After the timing: the plain models' large tensors would leave the allocator holding memory
+    # that a fresh training process does not have, and the torch side's temporaries would reuse it.
+    check = check_same(cfg, depths, device)
     row = {"case": case.name, "model": cfg.model, "depths": depths, "layers": sum(depths),
            "dim": cfg.dim, "context_length": cfg.context_length, "batch_size": cfg.batch_size,
            "key_dim": cfg.resolved_key_dim, **check,
