@@ -138,9 +138,10 @@ def pool(threads: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(threads, thread_name_prefix="icl-native")
 
 
-def parallel(call, n: int) -> int:
-    """call(part, b0, b1) for ranges of [0, n), one per torch thread; returns the number of parts."""
-    ranges = split(n, torch.get_num_threads())
+def parallel(call, n: int, threads: int | None = None) -> int:
+    """call(part, b0, b1) for ranges of [0, n), one per torch thread (or `threads`); returns the
+    number of parts. Small calls pass threads=1: waking a second thread costs more than they do."""
+    ranges = split(n, threads or torch.get_num_threads())
     if len(ranges) == 1:
         call(0, *ranges[0])
     else:
@@ -212,7 +213,7 @@ def softmax_merge(Q, K, c, QT, KT, cp, W) -> None:
     T, k, d = Q.shape
     TP = W.shape[-1]
     args = [ptr(Q), ptr(K), ptr(c), T, k, d, TP, ptr(QT), ptr(KT), ptr(cp), ptr(W)]
-    parallel(lambda _, b0, b1: lib.se_merge(*args, 16 * b0, 16 * b1), TP // 16)
+    parallel(lambda _, b0, b1: lib.se_merge(*args, 16 * b0, 16 * b1), TP // 16, threads=1)  # (T k d + d^2 T / 16) products
 
 
 def softmax_blocks(contexts: int) -> int:
@@ -242,7 +243,7 @@ def softmax_backward(xq, c, F, GA, gg, QT, KT, parts) -> tuple[torch.Tensor, tor
     total = sum_blocks(lib, parts)  # (d d + 1, TP)
     dQ, dK = QT.new_empty(T, k, d), QT.new_empty(T, k, d)
     parallel(lambda _, b0, b1: lib.se_unmerge(ptr(QT), ptr(KT), ptr(total), T, k, d, TP, ptr(dQ), ptr(dK), 16 * b0, 16 * b1),
-             TP // 16)
+             TP // 16, threads=1)  # 2 k d^2 T / 16 products
     return dQ, dK, total[-1]
 
 
@@ -252,7 +253,7 @@ def sum_blocks(lib, parts: torch.Tensor) -> torch.Tensor:
     n = parts[0].numel()
     out = parts.new_empty(parts.shape[1:])
     parallel(lambda _, i0, i1: lib.sum_blocks(ptr(parts), parts.shape[0], ctypes.c_int64(n), ptr(out),
-                                             ctypes.c_int64(i0), ctypes.c_int64(i1)), n)
+                                             ctypes.c_int64(i0), ctypes.c_int64(i1)), n, threads=1)  # memory-bound
     return out
 
 
