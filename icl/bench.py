@@ -1,167 +1,39 @@
 """`python -m icl bench`: training steps per second of icl against a plain implementation.
 
-The reference is written the way a user would write these models: every layer computes full
-masked attention over all P + 1 tokens (torch's scaled_dot_product_attention for softmax, the
-masked (P+1) x (P+1) score matrix / P for linear attention), one layer after another, trained with
-torch.optim.Adam. Both sides draw the same task with icl.tasks.sample_batch, train the same
+The reference is written the way a user would write these models (icl.reference): every layer
+computes full masked attention over all P + 1 tokens, one layer after another, trained with
+torch.optim.Adam. The generalised models are timed against their first implementation
+(icl.looped), and the controlled model's quick-shape sweeps against the same stack on its torch
+path (ICL_NATIVE=0). Both sides draw the same task with icl.tasks.sample_batch, train the same
 number of layers on the same batch size, and are timed in one run, interleaved, as medians over
-repeats. Before timing, each case checks that both compute the same losses and gradients from
-the same weights on the same batch, so the ratio compares the same work.
+repeats. Each case also checks (after its timing) that icl computes what icl.reference computes (losses,
+per-layer predictors, gradients: reference.agreement), so the ratio compares the same work.
 """
 from __future__ import annotations
 
 import os
 import platform
-import resource
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
-from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
 
 from . import __version__
 from .config import ConfigError, RunConfig
-from .models import Cascade, Output, Stack, build, stack_order
-from .tasks import Batch, make_generator, sample_batch
+from .looped import LOOPED
+from .models import Stack, build, stack_order
+from .reference import agreement, agrees, plain_model
+from .tasks import make_generator, sample_batch
+from .timing import max_rss_mib, peak_flop_rate, seconds_per_step, step_flops
 from .train import StackAdam, resolve_device
 
 # Targets (a benchmark, not a timed test): speed-up of icl over the reference.
-TARGETS = {"softmax": {64: 20.0}, "linear": {64: 5.0}, "sweep": 2.0, "generalised": 5.0}
+TARGETS = {"softmax": {64: 20.0}, "linear": {64: 5.0}, "sweep": 2.0, "generalised": 5.0, "quick": 3.0}
 DEEP_MEMORY_MIB = 2048  # the deep sweep's peak memory (icl alone, a fresh process) must stay below
-TOLERANCE = 1e-4  # relative difference allowed between the two sides' losses and gradients (float32)
 
 
-class Reference(nn.Module):
-    """One model of depth L, full masked attention over the P context tokens and the query."""
-
-    def __init__(self, model: str, query: torch.Tensor, key: torch.Tensor, readout: torch.Tensor, step: float):
-        super().__init__()
-        self.model, self.step = model, step
-        self.query = nn.Parameter(query.detach().clone())  # (L, dk, d)
-        self.key = nn.Parameter(key.detach().clone())  # (L, dk, d)
-        self.readout = nn.Parameter(readout.detach().clone().reshape(()))
-
-    @classmethod
-    def from_stack(cls, stack: Stack, m: int) -> "Reference":
-        """A copy of model m of an icl stack: same weights."""
-        o, L = int(stack.offsets[m]), stack.depths[m]
-        rows = slice(o, o + L)
-        return cls(stack.cfg.model, stack.query[rows], stack.key[rows], stack.readout[m], float(stack.update_scale[m]))
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor, xq: torch.Tensor) -> torch.Tensor:
-        B, P, _ = x.shape
-        tokens = torch.cat([x, xq.unsqueeze(1)], 1)  # (B, P+1, d); the query is the last token
-        h = torch.cat([y, y.new_zeros(B, 1)], 1).unsqueeze(-1)  # (B, P+1, 1) label states
-        attends = torch.ones(P + 1, P + 1, dtype=torch.bool, device=x.device)
-        attends[:, P] = False  # no token attends to the query
-        is_query = torch.zeros(P + 1, 1, device=x.device)
-        is_query[P] = 1.0
-        sign = (2 * is_query - 1) * attends / P  # linear: context rows -1, the query row +1, over P
-        for l in range(self.query.shape[0]):
-            q, k = tokens @ self.query[l].T, tokens @ self.key[l].T  # (B, P+1, dk)
-            if self.model == "softmax":  # context labels stay fixed: only the query's state moves
-                read = nn.functional.scaled_dot_product_attention(q, k, h, attn_mask=attends, scale=1.0)
-                h = h + self.step * is_query * read
-            else:
-                h = h + self.step * ((q @ k.transpose(1, 2)) * sign) @ h  # (B, P+1, P+1) scores
-        return self.readout * h[:, P, 0]  # (B,)
-
-
-class Looped(Cascade):
-    """The generalised models' first implementation, kept as the reference their fast versions in
-    icl.models are checked and timed against: layer j of the models deeper than j, one einsum per
-    term, the per-layer predictors assigned model by model. Same parameters, same names."""
-
-    def active(self, j: int) -> tuple[int, torch.Tensor]:
-        n = sum(1 for L in self.depths if L > j)
-        return n, self.offsets[:n] + j
-
-    @staticmethod
-    def update_prefix(state: torch.Tensor, n: int, new: torch.Tensor) -> torch.Tensor:
-        """Replace the first n models' entries (dim 1) without in-place ops on autograd tensors."""
-        return new if n == state.shape[1] else torch.cat([new, state[:, n:]], dim=1)
-
-
-class LoopedContextUpdates(Looped):
-    """icl.models.ContextUpdates as it was first written (§C.3): one einsum per layer, a loop over
-    the models for the per-layer predictors."""
-
-    def __init__(self, cfg: RunConfig, depths: list[int]):
-        super().__init__(cfg, depths, cfg.dim)
-        self.readout = nn.Parameter(torch.ones(self.n_models))  # r * v
-        self.context_scalar = nn.Parameter(torch.zeros(len(self.layer_model)))  # u_l, starts off
-
-    def forward(self, batch: Batch, attention: bool = False) -> Output:
-        B, P = batch.y.shape
-        h = batch.y.unsqueeze(1).expand(B, self.n_models, P)
-        g = [None] * len(self.layer_model)
-        qa, ca = [None] * len(g), [None] * len(g)
-        for j in range(max(self.depths)):
-            n, idx = self.active(j)
-            qx = torch.einsum("mkd,bpd->bmpk", self.query[idx], batch.x)
-            kx = torch.einsum("mkd,bpd->bmpk", self.key[idx], batch.x)
-            qq = torch.einsum("mkd,bd->bmk", self.query[idx], batch.xq)
-            att_q = torch.softmax(torch.einsum("bmk,bmpk->bmp", qq, kx), dim=-1)  # (B, n, P)
-            att_c = torch.softmax(torch.einsum("bmpk,bmqk->bmpq", qx, kx), dim=-1)  # (B, n, P, P)
-            f = torch.einsum("bmp,bmp->bm", att_q, h[:, :n])  # the query reads the current states
-            for m, t in enumerate(idx.tolist()):
-                g[t] = f[:, m] * self.readout[m]
-                if attention:
-                    qa[t], ca[t] = att_q[:, m], att_c[:, m]
-            u = self.context_scalar[idx]
-            h = self.update_prefix(h, n, h[:, :n] + u[:, None] * torch.einsum("bmpq,bmq->bmp", att_c, h[:, :n]))
-        g = torch.stack(g, dim=1) * self.layer_gain  # (B, T)
-        out = Output(self.ensemble(g), g)
-        if attention:
-            out.query_attention, out.context_attention = torch.stack(qa, 1), torch.stack(ca, 1)
-        return out
-
-
-class LoopedSharedStream(Looped):
-    """icl.models.SharedStream as it was first written (§C.1): one einsum per layer and term, a
-    loop over the models for the per-layer predictors."""
-
-    def __init__(self, cfg: RunConfig, depths: list[int]):
-        super().__init__(cfg, depths, cfg.dim + 1)
-        D = cfg.dim + 1
-        self.value = nn.Parameter(torch.eye(D).repeat(self.n_models, 1, 1))  # (M, D, D), copy init
-        self.readout = nn.Parameter(nn.functional.one_hot(torch.tensor(D - 1), D).float().repeat(self.n_models, 1))
-
-    def forward(self, batch: Batch, attention: bool = False) -> Output:
-        B, P = batch.y.shape
-        M = self.n_models
-        z = torch.cat([batch.x, batch.y.unsqueeze(-1)], -1).unsqueeze(1).expand(B, M, P, self.in_dim)
-        zq = torch.cat([batch.xq, batch.xq.new_zeros(B, 1)], -1).unsqueeze(1).expand(B, M, self.in_dim)
-        base = torch.einsum("bmD,mD->bm", zq, self.readout)  # r . z_q^0
-        g, qa = [None] * len(self.layer_model), [None] * len(self.layer_model)
-        for j in range(max(self.depths)):
-            n, idx = self.active(j)
-            Q, K, V = self.query[idx], self.key[idx], self.value[:n]
-            kz = torch.einsum("mkD,bmpD->bmpk", K, z[:, :n])
-            qz = torch.einsum("mkD,bmpD->bmpk", Q, z[:, :n])
-            qq = torch.einsum("mkD,bmD->bmk", Q, zq[:, :n])
-            att_q = torch.softmax(torch.einsum("bmk,bmpk->bmp", qq, kz), dim=-1)
-            att_c = torch.softmax(torch.einsum("bmpk,bmqk->bmpq", qz, kz), dim=-1)
-            step = self.update_scale[:n]
-            dq = step[:, None] * torch.einsum("bmp,bmpD,mED->bmE", att_q, z[:, :n], V)
-            dz = step[:, None, None] * torch.einsum("bmpq,bmqD,mED->bmpE", att_c, z[:, :n], V)
-            contrib = torch.einsum("bmE,mE->bm", dq, self.readout[:n])  # r . Delta_l
-            for m, t in enumerate(idx.tolist()):
-                g[t] = base[:, m] + self.depths[m] * contrib[:, m]
-                if attention:
-                    qa[t] = att_q[:, m]
-            zq = self.update_prefix(zq, n, zq[:, :n] + dq)
-            z = self.update_prefix(z, n, z[:, :n] + dz)
-        g = torch.stack(g, dim=1)
-        pred = torch.einsum("bmD,mD->bm", zq, self.readout)
-        return Output(pred, g, torch.stack(qa, 1) if attention else None)
-
-
-LOOPED = {"context_updates": LoopedContextUpdates, "shared_stream": LoopedSharedStream}
 
 
 def perturbed(stack: Stack, seed: int) -> Stack:
@@ -175,52 +47,31 @@ def perturbed(stack: Stack, seed: int) -> Stack:
 
 
 def check_same(cfg: RunConfig, depths: list[int], device: torch.device, seed: int = 1) -> dict:
-    """Losses and gradients of an icl stack and of references holding the same weights, on one
-    batch: the largest relative differences."""
-    if cfg.model in LOOPED:
-        return check_same_looped(cfg, depths, device, seed)
+    """icl's stack (the path this machine trains with) against the plain algebra of each of its
+    models (icl.reference, float64), on one batch with weights away from their initialisation:
+    losses, per-layer predictors and every parameter's gradient, errors in units of what each
+    sums, and whether every one is within reference.FACTOR of the plain float32 algebra's."""
     stack = perturbed(build(cfg, stack_order(cfg.model, depths)).to(device), seed)
-    batch = sample_batch(cfg, cfg.batch_size, make_generator(seed, device))
-    losses = ((stack(batch).pred - batch.target[:, None]) ** 2).mean(0)  # (M,)
-    losses.sum().backward()
-    loss_diff = grad_diff = 0.0
-    for m in range(stack.n_models):
-        ref = Reference.from_stack(stack, m)
-        loss = ((ref(batch.x, batch.y, batch.xq) - batch.target) ** 2).mean()
-        loss.backward()
-        loss_diff = max(loss_diff, float((loss - losses[m]).abs().detach() / loss.abs().detach()))
-        o, L = int(stack.offsets[m]), stack.depths[m]
-        for name in ("query", "key"):
-            mine, theirs = getattr(stack, name).grad[o : o + L], getattr(ref, name).grad
-            grad_diff = max(grad_diff, float((mine - theirs).abs().max() / theirs.abs().max()))
-        grad_diff = max(grad_diff, float((stack.readout.grad[m] - ref.readout.grad).abs() / ref.readout.grad.abs()))
-    return {"loss_rel_diff": loss_diff, "grad_rel_diff": grad_diff,
-            "same": loss_diff < TOLERANCE and grad_diff < TOLERANCE}
+    # At most 64 contexts: the same algebra at a fraction of the plain models' memory (their
+    # per-context gradients), and more than one of the kernels' blocks of contexts.
+    batch = sample_batch(cfg, min(cfg.batch_size, 64), make_generator(seed, device))
+    result = agreement(stack, batch)
+    return {"agreement": result, "error": max(r["error"] for r in result.values()),
+            "error_ratio": max(r["ratio"] for r in result.values()), "same": agrees(result)}
 
 
-def check_same_looped(cfg: RunConfig, depths: list[int], device: torch.device, seed: int = 1) -> dict:
-    """A generalised model's stack against its first implementation (LOOPED) holding the same
-    weights, on one batch: the largest relative differences of the losses, of the per-layer
-    predictors g_l and of every parameter's gradient."""
-    fast = perturbed(build(cfg, stack_order(cfg.model, depths)).to(device), seed)
-    looped = LOOPED[cfg.model](cfg, fast.depths).to(device)
-    looped.load_state_dict(fast.state_dict())
-    batch = sample_batch(cfg, cfg.batch_size, make_generator(seed, device))
-    sides = []
-    for stack in (fast, looped):
-        out = stack(batch)
-        losses = ((out.pred - batch.target[:, None]) ** 2).mean(0)  # (M,)
-        losses.sum().backward()
-        grads = {n: p.grad if p.grad is not None else torch.zeros_like(p) for n, p in stack.named_parameters()}
-        sides.append((losses.detach(), out.layer_preds.detach(), grads))
-    (loss, g, grad), (ref_loss, ref_g, ref_grad) = sides
-    rel = lambda a, b: float((a - b).abs().max() / b.abs().max().clamp(min=1e-30))
-    loss_diff = float(((loss - ref_loss).abs() / ref_loss.abs()).max())
-    grad_diff = max(rel(grad[n], ref_grad[n]) if ref_grad[n].abs().max() > 0 else float(grad[n].abs().max())
-                    for n in ref_grad)
-    pred_diff = rel(g, ref_g)
-    return {"loss_rel_diff": loss_diff, "grad_rel_diff": grad_diff, "layer_pred_rel_diff": pred_diff,
-            "same": loss_diff < TOLERANCE and grad_diff < TOLERANCE and pred_diff < TOLERANCE}
+def with_kernels(step: Callable[[], None], on: bool) -> Callable[[], None]:
+    """A step run with icl.native's kernels allowed or not (ICL_NATIVE), whatever the environment."""
+
+    def run() -> None:
+        before = os.environ.get("ICL_NATIVE")
+        os.environ["ICL_NATIVE"] = "1" if on else "0"
+        try:
+            step()
+        finally:
+            os.environ.pop("ICL_NATIVE") if before is None else os.environ.update(ICL_NATIVE=before)
+
+    return run
 
 
 def icl_trainer(cfg: RunConfig, depths: list[int], device: torch.device, looped: bool = False) -> Callable[[], None]:
@@ -242,14 +93,14 @@ def icl_trainer(cfg: RunConfig, depths: list[int], device: torch.device, looped:
 
 
 def reference_trainer(cfg: RunConfig, depth: int, device: torch.device) -> Callable[[], None]:
-    """The same training step, the plain way: one Reference model and torch.optim.Adam."""
-    model = Reference.from_stack(build(cfg, [depth]), 0).to(device)
+    """The same training step, the plain way: one icl.reference model and torch.optim.Adam."""
+    model = plain_model(build(cfg, [depth]), 0).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
     gen = make_generator(cfg.seed, device)
 
     def step() -> None:
         batch = sample_batch(cfg, cfg.batch_size, gen)
-        loss = ((model(batch.x, batch.y, batch.xq) - batch.target) ** 2).mean()
+        loss = ((model(batch.x, batch.y, batch.xq)[0] - batch.target) ** 2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -265,65 +116,6 @@ def one_after_another(steps: list[Callable[[], None]]) -> Callable[[], None]:
             s()
 
     return step
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def seconds_per_step(steps: dict[str, Callable[[], None]], repeats: int, device: torch.device,
-                     block: float = 0.25) -> tuple[dict[str, float], dict[str, float]]:
-    """Median wall-clock and CPU seconds per step of each contender. Contenders alternate within
-    every repeat, so load from other processes hits them alike; a timed block runs enough steps to
-    last ~`block` s. CPU time (all threads of this process) is what load from others leaves alone."""
-    counts = {}
-    for name, step in steps.items():  # warm-up, and a (pessimistic) estimate of the steps in a block
-        start = time.perf_counter()
-        step()
-        sync(device)
-        counts[name] = max(1, int(block / max(time.perf_counter() - start, 1e-6)))
-    wall, cpu = {name: [] for name in steps}, {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            if counts[name] > 1:  # an untimed step first: memory the previous contender freed is mapped again
-                step()
-                sync(device)
-            start, start_cpu = time.perf_counter(), time.process_time()
-            for _ in range(counts[name]):
-                step()
-            sync(device)
-            wall[name].append((time.perf_counter() - start) / counts[name])
-            cpu[name].append((time.process_time() - start_cpu) / counts[name])
-    median = lambda d: {name: statistics.median(t) for name, t in d.items()}
-    return median(wall), median(cpu)
-
-
-def step_flops(step: Callable[[], None]) -> int:
-    """Matmul FLOPs of one training step (forward, backward, sampling), counted by torch."""
-    with FlopCounterMode(display=False) as counter:
-        step()
-    return int(counter.get_total_flops())
-
-
-def peak_flop_rate(device: torch.device, n: int | None = None, repeats: int = 5) -> float:
-    """The machine's float32 matmul rate, measured on an n x n product (the best of a few); a GPU
-    needs a larger product than a CPU to get near its peak."""
-    n = n or (4096 if device.type == "cuda" else 1024)
-    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
-    a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        sync(device)
-        start = time.perf_counter()
-        a @ b
-        sync(device)
-        best = min(best, time.perf_counter() - start)
-    return 2 * n**3 / best
-
-
-def max_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
 def icl_only_rss(args, only: list[str] | None = None) -> float:
@@ -364,7 +156,9 @@ class Case:
     cfg: RunConfig
     depths: list[int]  # one stack of these depths
     target: float | None = None  # speed-up aimed at (of speedup_vs_reference, or of the sweep over one after another)
-    reference: str | None = "full"  # "full": Reference models one after another; "looped": LOOPED's stack; None
+    # "full": icl.reference's models one after another; "looped": LOOPED's stack; "torch": the same
+    # stack with icl.native's kernels off (ICL_NATIVE=0); None: no reference
+    reference: str | None = "full"
     shallow: list[int] | None = None  # also time icl on these depths and report the ratio (the deep sweep)
 
 
@@ -372,19 +166,23 @@ def run_case(case: Case, device: torch.device, repeats: int) -> dict:
     """icl (one stack of all `depths`) against the reference and, for a sweep, against icl's own
     models trained one after another (the references always train one after another)."""
     cfg, depths = case.cfg, case.depths
-    check = check_same(cfg, depths, device)
     icl_step = icl_trainer(cfg, depths, device)
     contenders = {"icl": icl_step}
     if case.reference == "full":
         contenders["reference"] = one_after_another([reference_trainer(cfg, L, device) for L in depths])
     elif case.reference == "looped":
         contenders["reference"] = icl_trainer(cfg, depths, device, looped=True)
+    elif case.reference == "torch":
+        contenders["reference"] = with_kernels(icl_trainer(cfg, depths, device), False)
     if case.shallow:
         contenders["icl_shallow"] = icl_trainer(cfg, case.shallow, device)
-    elif len(depths) > 1 and case.reference != "looped":
+    elif len(depths) > 1 and case.reference not in ("looped", "torch"):
         contenders["icl_one_after_another"] = one_after_another([icl_trainer(cfg, [L], device) for L in depths])
     flops = step_flops(icl_step)
     sec, cpu = seconds_per_step(contenders, repeats, device)
+    # After the timing: the plain models' large tensors would leave the allocator holding memory
+    # that a fresh training process does not have, and the torch side's temporaries would reuse it.
+    check = check_same(cfg, depths, device)
     row = {"case": case.name, "model": cfg.model, "depths": depths, "layers": sum(depths),
            "dim": cfg.dim, "context_length": cfg.context_length, "batch_size": cfg.batch_size,
            "key_dim": cfg.resolved_key_dim, **check,
@@ -425,6 +223,9 @@ def cases(args) -> list[Case]:
     for model in args.generalised_models:  # against their first implementation
         out.append(Case(f"{model} L={sweep_name(args.generalised_depths)}", RunConfig(model=model, **size(args.generalised_size)),
                         args.generalised_depths, TARGETS["generalised"], "looped"))
+    if args.quick_depths:  # the notebooks' controlled-model sweeps, against the same stack without the kernels
+        out.append(Case(f"softmax sweep {sweep_name(args.quick_depths)} (quick shape)",
+                        RunConfig(model="softmax", **size(args.quick_size)), args.quick_depths, TARGETS["quick"], "torch"))
     if args.deep_sweep_depths:  # the controlled model deep, against its own 1-64 sweep
         deep = args.deep_sweep_depths
         out.append(Case(f"softmax sweep {sweep_name(deep)}", RunConfig(model="softmax", **size(args.deep_sweep_size)),
@@ -447,7 +248,7 @@ def markdown(result: dict) -> str:
              f"(icl alone, in a fresh process: {m['max_rss_icl_mib']:.0f} MiB)"
              + (f"; GPU memory peak {m['cuda_max_allocated_mib']:.0f} MiB." if "cuda_max_allocated_mib" in m else "."), "",
              "| case | layers | d / P / batch / key_dim | icl steps/s | reference steps/s | icl / reference | icl / one after another "
-             "| target | met | by CPU time | icl GFLOP/s (of peak) | icl GFLOP per CPU-s | same losses (rel. diff) |",
+             "| target | met | by CPU time | icl GFLOP/s (of peak) | icl GFLOP per CPU-s | same (error / plain float32's) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["cases"]:
         sps = r["steps_per_second"]
@@ -459,12 +260,11 @@ def markdown(result: dict) -> str:
         size = f"{r['dim']} / {r['context_length']} / {r['batch_size']} / {r['key_dim']}"
         lines.append(f"| {r['case']} | {r['layers']} | {size} | {sps['icl']:.2f} | {ref} | {seq} | {tgt} | {met} | {by_cpu} | "
                      f"{r['icl_flop_rate'] / 1e9:.2f} ({r['icl_flop_fraction']:.1%}) | {r['icl_flops_per_cpu_second'] / 1e9:.2f} | "
-                     f"{'yes' if r['same'] else '**no**'} ({max(r['loss_rel_diff'], r['grad_rel_diff']):.1e}) |")
+                     f"{'yes' if r['same'] else '**no**'} ({r['error_ratio']:.2g}) |")
     lines.append("")
     if any(r["model"] in LOOPED for r in result["cases"]):
         lines.append("The reference of the generalised models (context_updates, shared_stream) is their first "
-                     "implementation (icl.bench.LOOPED), one stack of all depths; 'same' also compares the "
-                     "per-layer predictors. On a CPU they run in icl.native's C kernels, whose arithmetic torch's "
+                     "implementation (icl.looped), one stack of all depths. On a CPU they run in icl.native's C kernels, whose arithmetic torch's "
                      "FLOP counter does not see: their GFLOP columns count only what is left in torch.")
     for r in result["cases"]:
         if "ratio_to_shallow" in r:
@@ -504,6 +304,11 @@ def add_arguments(p) -> None:
                    help="their depths, one stack (default: 1 2 4 ... 64)")
     p.add_argument("--generalised-size", type=int, nargs=4, default=[16, 64, 64, 4], metavar=("DIM", "P", "BATCH", "KEY_DIM"),
                    help="their dim, context length, batch size and key_dim (default: 16 64 64 4)")
+    p.add_argument("--quick-depths", type=int, nargs="*", default=[2**i for i in range(7)],
+                   help="the controlled model's quick-shape sweep, timed against its torch path (ICL_NATIVE=0) "
+                        "(default: 1 2 4 ... 64; none: skip)")
+    p.add_argument("--quick-size", type=int, nargs=4, default=[16, 64, 256, 4], metavar=("DIM", "P", "BATCH", "KEY_DIM"),
+                   help="its dim, context length, batch size and key_dim (default: 16 64 256 4)")
     p.add_argument("--deep-sweep-depths", type=int, nargs="*", default=[2**i for i in range(9)],
                    help="the controlled model's deep sweep, timed against its depths up to 64 (default: 1 2 4 ... 256; none: skip)")
     p.add_argument("--deep-sweep-size", type=int, nargs=4, default=[16, 64, 256, 4], metavar=("DIM", "P", "BATCH", "KEY_DIM"),

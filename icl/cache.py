@@ -92,8 +92,9 @@ def run_key(cfg: RunConfig) -> str:
     device = resolve_device(cfg.device)
     key = {"config": cfg.to_dict(), "version": __version__, "source": SOURCE_HASH, "torch": torch.__version__,
            "device": device.type}
-    if in_use(cfg, device):  # the C kernels and the torch path agree to float rounding, not bit for bit
-        key["kernels"] = True
+    kernels = in_use(cfg, device)
+    if kernels:  # the C kernels (and their builds) and the torch path agree to float rounding, not bit for bit
+        key["kernels"] = kernels
     return _digest(key)
 
 

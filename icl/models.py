@@ -11,15 +11,15 @@ layers *is* its prediction (the ensemble view of Appendix B), where that view is
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from . import native
+from .layers import ContextRecurrence, QueryReadout, SoftmaxLayers, StreamLayers, Workspace, project
 from .config import RunConfig
-from .tasks import Batch
+from .tasks import Batch, gaussian
 
 
 @dataclass
@@ -57,8 +57,8 @@ class Stack(nn.Module):
         q, k = [], []
         for depth in self.depths:
             gen = init_generator(cfg.seed, depth)
-            q.append(torch.randn(depth, dk, in_dim, generator=gen) * std)
-            k.append(torch.randn(depth, dk, in_dim, generator=gen) * std)
+            q.append(gaussian(depth, dk, in_dim, gen=gen) * std)  # the same bits on every CPU (tasks.gaussian)
+            k.append(gaussian(depth, dk, in_dim, gen=gen) * std)
         self.query = nn.Parameter(torch.cat(q))  # (T, dk, in_dim)
         self.key = nn.Parameter(torch.cat(k))  # (T, dk, in_dim)
 
@@ -78,37 +78,6 @@ class Stack(nn.Module):
         return g @ self.layer_mean
 
 
-class QueryReadout(torch.autograd.Function):
-    """f_t = sum_mu softmax_mu(a_t . x_mu) y_mu for every layer t, with a hand-written backward:
-    d f / d s_mu = A_mu (y_mu - f), one pass over the (B, T, P) weights instead of autograd's
-    outer product and softmax backward. Returns (f, A); A carries no gradient.
-
-    The plain computation it replaces, full masked attention over the P + 1 tokens one layer after
-    another, is `icl.bench.Reference` (tests/test_bench.py checks both give the same losses and
-    gradients; tests/test_models.py checks every model against SPEC §2 written in numpy)."""
-
-    @staticmethod
-    def forward(ctx, a, x, y):  # a (B, T, d), x (B, P, d), y (B, P) or per layer (B, T, P)
-        att = torch.softmax(a @ x.transpose(1, 2), dim=-1)  # (B, T, P)
-        f = (att @ y.unsqueeze(-1)).squeeze(-1) if y.dim() == 2 else (att * y).sum(-1)  # (B, T)
-        ctx.save_for_backward(a, x, y, att, f)
-        ctx.mark_non_differentiable(att)
-        ctx.set_materialize_grads(False)  # no (B, T, P) zeros for att's (absent) gradient
-        return f, att
-
-    @staticmethod
-    def backward(ctx, grad_f, _grad_att):
-        a, x, y, att, f = ctx.saved_tensors
-        per_layer = y.dim() == 3
-        ds = ((y if per_layer else y.unsqueeze(1)) - f.unsqueeze(-1)).mul_(att).mul_(grad_f.unsqueeze(-1))  # (B, T, P)
-        ga = ds @ x if ctx.needs_input_grad[0] else None  # (B, T, d)
-        gx = ds.transpose(1, 2) @ a if ctx.needs_input_grad[1] else None  # (B, P, d)
-        gy = None
-        if ctx.needs_input_grad[2]:
-            gy = grad_f.unsqueeze(-1) * att if per_layer else (grad_f.unsqueeze(1) @ att).squeeze(1)  # like y
-        return ga, gx, gy
-
-
 class SoftmaxEnsemble(Stack):
     """Fixed context labels, so y_hat = c * sum_l sum_mu A^l_{q,mu} y_mu: an ensemble of L
     independently parameterised softmax predictors (paper §2, Appendix B).
@@ -117,9 +86,10 @@ class SoftmaxEnsemble(Stack):
     readout into one scalar per model); `untied=True` gives every layer its own value (§C.2).
 
     Only the query row of attention is computed, for all layers at once: a_t = K_t^T Q_t x_q, then
-    QueryReadout. The same model written the plain way (each layer full masked attention over all
-    P + 1 tokens, the query's state h_q <- h_q + s A h) is `icl.bench.Reference`, which
-    tests/test_bench.py compares this one with.
+    QueryReadout; on the CPU the whole of it runs in icl/kernels/softmax_ensemble.c
+    (SoftmaxLayers), one context at a time through every layer. The same model written the plain way (each layer full masked attention over all
+    P + 1 tokens, the query's state h_q <- h_q + s A h) is `icl.reference.Softmax`, which
+    tests/test_reference.py compares this one with.
     """
 
     def __init__(self, cfg: RunConfig, depths: list[int], untied: bool = False):
@@ -128,14 +98,20 @@ class SoftmaxEnsemble(Stack):
         self.readout = nn.Parameter(torch.ones(self.n_models))  # r * v, starts as a plain copy
         if untied:
             self.value = nn.Parameter(torch.ones(len(self.layer_model)))  # V_l per layer
+        self.workspace = Workspace()
 
     def forward(self, batch: Batch, attention: bool = False) -> Output:
+        c = self.readout[self.layer_model] * self.layer_gain  # (T,)
+        c = c * self.value if self.untied else c
+        if not attention and native.usable("softmax_ensemble", batch.x.shape[1], batch.x, self.query):
+            g = SoftmaxLayers.apply(self.query, self.key, c, batch.x, batch.xq, batch.y, self.workspace,
+                                     torch.is_grad_enabled())  # (B, T) in C
+            return Output(self.ensemble(g), g)
         # x_mu . (K_l^T Q_l x_q): one (B, d) x (d, T*d) product through the merged K_l^T Q_l.
         merged = torch.einsum("tkd,tke->tde", self.key, self.query)  # (T, d, d) K_l^T Q_l
         a = (batch.xq @ merged.flatten(0, 1).T).unflatten(1, merged.shape[:2])  # (B, T, d)
         f, att = QueryReadout.apply(a, batch.x, batch.y)  # (B, T) each layer's weighted label
-        c = self.readout[self.layer_model] * self.layer_gain  # (T,)
-        g = f * (c * self.value if self.untied else c)
+        g = f * c
         return Output(self.ensemble(g), g, att if attention else None)
 
 
@@ -206,221 +182,13 @@ class LinearAttention(Cascade):
         return [g[o : o + L] for o, L in zip(self.offsets.tolist(), self.depths)]
 
 
-class Workspace:
-    """Memory a recurrence keeps for its backward pass, reused from one training step to the next:
-    on a CPU, a fresh tensor of many MiB costs a page fault per 4 KiB page, every step, which here
-    costs more than the arithmetic done in it. A buffer is taken by one forward pass and given back
-    by its backward pass, so two graphs never share one."""
-
-    def __init__(self):
-        self.free: torch.Tensor | None = None
-
-    def take(self, numel: int, like: torch.Tensor) -> torch.Tensor:
-        buf, self.free = self.free, None
-        if buf is None or buf.numel() < numel or buf.dtype != like.dtype or buf.device != like.device:
-            buf = like.new_empty(numel)
-        return buf  # perhaps longer than asked for: give back this one
-
-    def give_back(self, buf: torch.Tensor) -> None:
-        self.free = buf
-
-
-class Carver:
-    """Consecutive views of one flat buffer (or fresh tensors where there is none)."""
-
-    def __init__(self, flat: torch.Tensor | None, like: torch.Tensor):
-        self.flat, self.like, self.at = flat, like, 0
-
-    def __call__(self, *shape: int) -> torch.Tensor:
-        if self.flat is None:
-            return self.like.new_empty(shape)
-        n = math.prod(shape)
-        self.at += n
-        return self.flat[self.at - n : self.at].view(shape)
-
-
-def saved_buffer(ctx) -> torch.Tensor:
-    if ctx.buffer is None:
-        raise RuntimeError("this graph's saved attention went back to the workspace after its first backward "
-                           "pass; run the forward pass again instead of backward(retain_graph=True)")
-    return ctx.buffer
-
-
-def project(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
-    """x (B, P, d), W (n, c, d) -> W_m x_mu feature-major, (n, B, c, P): one (n c, d) x (d, B P) product."""
-    (B, P, d), (n, c, _) = x.shape, W.shape
-    return (W.reshape(n * c, d) @ x.reshape(B * P, d).T).view(n, c, B, P).transpose(1, 2).contiguous()
-
-
-class ContextRecurrence(torch.autograd.Function):
-    """The context states of ContextUpdates, layer by layer, for all models at once:
-    h_{j+1} = h_j + u_j A_j h_j with A_j = softmax((Q_j x)(K_j x)^T) (scores from the fixed inputs),
-    for the models that have a layer j + 1. Returns every state some query reads, h_j of the n_j
-    models deeper than j, stacked layer index first: (T, B, P) in `Cascade.by_layer` order.
-
-    The backward is written by hand (its algebra: `layer_backward`). Right after A_j is computed,
-    one product A_j [h, h kx, kx] gives both the update and what the backward needs of A_j from
-    the right; A_j is kept in a Workspace for the one product from the left (A_j^T L) that the
-    backward needs. This replaces autograd's (B, P, P) outer product, softmax backward and two
-    score products. x and y get no gradient."""
-
-    @staticmethod
-    def forward(ctx, x, Q, K, u, y, counts, workspace, keep):
-        if native.usable("context_updates", x.shape[1], x, Q, K, u, y):
-            return ContextRecurrence.forward_native(ctx, x, Q, K, u, y, counts, workspace, keep)
-        ctx.native = False
-        # x (B, P, d); Q, K (T, k, d) and u (T,) in by_layer order; y (B, P); counts n_j.
-        # Per-token vectors are kept feature-major, (n, B, k, P): rows of P numbers.
-        B, P, _ = x.shape
-        k = Q.shape[1]
-        starts = [sum(counts[:j]) for j in range(len(counts))]
-        updates = counts[1:]  # layer j updates the states of the models with a layer j + 1
-        flat = workspace.take(sum(updates) * B * P * P, x) if keep and updates else None
-        carve = Carver(flat, x)  # fresh tensors where no backward pass will read them
-        h = y.expand(counts[0], B, P)  # (n_0, B, P) every model starts from the labels
-        states, reads, rights = [h], [], []
-        for j, n in enumerate(updates):
-            rows = slice(starts[j], starts[j] + n)
-            qk = project(x, torch.cat([Q[rows], K[rows]], 1))  # (n, B, 2k, P) [qx; kx]
-            kx, hn = qk[:, :, k:], h[:n].unsqueeze(-2)
-            lhs = torch.cat([hn, hn * kx, kx], -2)  # (n, B, 2k+1, P) [h; h kx; kx]
-            A = ContextRecurrence.attention(qk, carve(n * B, P, P))  # (n B, P, P)
-            prod = torch.bmm(lhs.view(n * B, -1, P), A.transpose(1, 2)).view(n, B, 2 * k + 1, P)  # (A lhs^T)^T
-            Ah = prod[:, :, 0]  # (n, B, P)
-            h = torch.addcmul(h[:n], u[rows, None, None], Ah)
-            states.append(h)
-            reads.append(Ah)
-            rights.append(prod[:, :, 1:])  # (n, B, 2k, P) (A [h kx, kx])^T
-        ctx.counts, ctx.starts, ctx.states, ctx.reads, ctx.rights = counts, starts, states, reads, rights
-        ctx.workspace, ctx.buffer = workspace, flat
-        ctx.save_for_backward(x, Q, K, u)
-        return torch.cat(states)
-
-    @staticmethod
-    def forward_native(ctx, x, Q, K, u, y, counts, workspace, keep):
-        """The same recurrence in icl/kernels/context_updates.c, one (model, context) pair at a time.
-        It keeps no attention: per row, the largest score and the softmax's sum, and
-        [A h, A (h kx), A kx]."""
-        B, P, _ = x.shape
-        k, U = Q.shape[1], sum(counts[1:])
-        QK = torch.cat([Q, K], 1).contiguous()  # (T, 2k, d)
-        flat = workspace.take(U * B * (2 * k + 3) * P, x) if keep and U else None
-        carve = Carver(flat, x) if flat is not None else None
-        prod, stats = (carve(U, B, 2 * k + 1, P), carve(U, B, 2, P)) if carve else (None, None)
-        states = x.new_empty(Q.shape[0], B, P)
-        x, u, y = x.contiguous(), u.contiguous(), y.contiguous()
-        native.context_forward(x, QK, u, y, counts, states, prod, stats)
-        ctx.native, ctx.counts, ctx.workspace, ctx.buffer = True, counts, workspace, flat
-        ctx.native_saved = (prod, stats)
-        ctx.save_for_backward(x, QK, u, states)
-        return states
-
-    @staticmethod
-    def backward_native(ctx, grad_states):
-        x, QK, u, states = ctx.saved_tensors
-        k = QK.shape[1] // 2
-        if len(ctx.counts) < 2:  # one layer: no update, no parameter of the recurrence is used
-            return None, torch.zeros_like(QK[:, :k]), torch.zeros_like(QK[:, k:]), torch.zeros_like(u), None, None, None, None
-        saved_buffer(ctx)
-        prod, stats = ctx.native_saved
-        dQK, du = native.context_backward(x, QK, u, ctx.counts, states, prod, stats, grad_states.contiguous())
-        ctx.workspace.give_back(ctx.buffer)
-        ctx.buffer, ctx.native_saved = None, None
-        return None, dQK[:, :k], dQK[:, k:], du, None, None, None, None
-
-    @staticmethod
-    def attention(qk, out=None):
-        """softmax(qx^T kx) from qk = [qx; kx] (n, B, 2k, P): (n B, P, P); in place in `out` where given."""
-        n, B, k2, P = qk.shape
-        qk = qk.reshape(n * B, k2, P)
-        qx, kx = qk[:, : k2 // 2].transpose(1, 2), qk[:, k2 // 2 :]
-        if out is None:
-            return torch.softmax(qx @ kx, -1)
-        torch.bmm(qx, kx, out=out)
-        return torch._softmax(out, -1, False, out=out)
-
-    @staticmethod
-    def layer_backward(A, h, Ah, right, qx, u, g):
-        """One update h' = h + u A h, A = softmax(qx kx^T) (n B, P, P), given h, Ah, g = dLoss/dh'
-        (n, B, P), right = (A [h kx, kx])^T (n, B, 2k, P), qx (n, B, k, P), u (n,). With w = u g the
-        score gradient is w_p A_pq (h_q - (Ah)_p), so
-          dqx_p = w_p [(A (h kx))_p - (Ah)_p (A kx)_p],   dkx_q = h_q (A^T (w qx))_q - (A^T (w Ah qx))_q,
-          dh = g + A^T w,   du = sum g Ah.
-        Returns dqx, dkx (n, B, k, P), dh, du."""
-        n, B, k, P = qx.shape
-        w = (u[:, None, None] * g).unsqueeze(-2)  # (n, B, 1, P)
-        ah = Ah.unsqueeze(-2)
-        dqx = w * torch.addcmul(right[:, :, :k], ah, right[:, :, k:], value=-1)
-        wq = w * qx  # (n, B, k, P)
-        lt = torch.cat([wq, ah * wq, w], -2).view(n * B, 2 * k + 1, P)  # L^T
-        left = torch.bmm(lt, A).view(n, B, 2 * k + 1, P)  # (A^T L)^T
-        dkx = torch.addcmul(-left[:, :, k : 2 * k], h.unsqueeze(-2), left[:, :, :k])
-        return dqx, dkx, g + left[:, :, 2 * k], (g * Ah).sum((1, 2))
-
-    @staticmethod
-    def backward(ctx, grad_states):
-        if ctx.native:
-            return ContextRecurrence.backward_native(ctx, grad_states)
-        x, Q, K, u = ctx.saved_tensors
-        counts, starts = ctx.counts, ctx.starts
-        B, P, _ = x.shape
-        flat = saved_buffer(ctx) if len(counts) > 1 else None
-        carve = Carver(flat, x)
-        atts = [carve(n * B, P, P) for n in counts[1:]]  # where the forward pass left each A_j
-        dQ, dK, du = torch.zeros_like(Q), torch.zeros_like(K), torch.zeros_like(u)
-        g = grad_states[starts[-1]:]  # dLoss/dh of the deepest layer index
-        for j in reversed(range(len(counts) - 1)):
-            n = counts[j + 1]
-            rows = slice(starts[j], starts[j] + n)
-            dqx, dkx, dh, du[rows] = ContextRecurrence.layer_backward(
-                atts[j], ctx.states[j][:n], ctx.reads[j], ctx.rights[j], project(x, Q[rows]), u[rows], g)
-            dQ[rows] = torch.einsum("nbkp,bpd->nkd", dqx, x)
-            dK[rows] = torch.einsum("nbkp,bpd->nkd", dkx, x)
-            g = grad_states[starts[j] : starts[j] + counts[j]].clone()  # (n_j, B, P) what layer j's queries read
-            g[:n] += dh
-        if flat is not None:
-            ctx.workspace.give_back(flat)
-            ctx.buffer = None
-        return None, dQ, dK, du, None, None, None, None
-
-
-class StreamLayers(torch.autograd.Function):
-    """SharedStream's layers in icl/kernels/shared_stream.c: from the initial states z (B, P+1, D),
-    QK = [Q; K] (T, 2k, D) in by_layer order, V (M, D, D) and the residual factors (M,), the
-    query's update at every layer (T, B, D) and its final states (M, B, D). The states, reads
-    and softmax statistics of every layer are kept in a Workspace for the backward pass."""
-
-    @staticmethod
-    def forward(ctx, z, QK, V, step, counts, workspace, keep):
-        B, N, D = z.shape
-        T, NP = QK.shape[0], N + 15
-        flat = workspace.take(T * B * (2 * D + 2) * NP, z) if keep else None
-        carve = Carver(flat, z) if flat is not None else None
-        Z, RD, ST = (carve(T, B, D, NP), carve(T, B, D, NP), carve(T, B, 2, NP)) if carve else (None, None, None)
-        dzq, zq = z.new_empty(T, B, D), z.new_empty(V.shape[0], B, D)
-        QK, V, step = QK.contiguous(), V.contiguous(), step.contiguous()
-        native.stream_forward(z.contiguous(), QK, V, step, counts, dzq, zq, Z, RD, ST)
-        ctx.counts, ctx.workspace, ctx.buffer, ctx.kept = counts, workspace, flat, (Z, RD, ST)
-        ctx.save_for_backward(QK, V, step)
-        return dzq, zq
-
-    @staticmethod
-    def backward(ctx, grad_dzq, grad_zq):
-        QK, V, step = ctx.saved_tensors
-        saved_buffer(ctx)
-        dQK, dV = native.stream_backward(QK, V, step, ctx.counts, *ctx.kept, grad_dzq.contiguous(), grad_zq.contiguous())
-        ctx.workspace.give_back(ctx.buffer)
-        ctx.buffer, ctx.kept = None, None
-        return None, dQK, dV, None, None, None, None
-
-
 class ContextUpdates(Cascade):
     """The controlled softmax model whose context labels are updated by softmax attention among
     context tokens, h_mu <- h_mu + u_l sum_nu A_{mu,nu} h_nu, with a learned scalar u_l (§C.3).
 
     Context attention depends on the inputs only; the states evolve in ContextRecurrence, all
-    models at once; the query rows are QueryReadout's. Same algebra as the per-model loop
-    `icl.bench.LoopedContextUpdates`, which the tests compare it with."""
+    models at once; the query rows are QueryReadout's. The plain algebra, one model at a time, is
+    `icl.reference.ContextUpdates`, which the tests compare it with."""
 
     def __init__(self, cfg: RunConfig, depths: list[int]):
         super().__init__(cfg, depths, cfg.dim)
@@ -455,8 +223,8 @@ class SharedStream(Cascade):
     mean y_hat (our definition; the paper notes the layerwise view is only approximate here).
 
     Layer j runs for all models deeper than j at once, the query as the last of P + 1 tokens (a
-    row that attends to the context like the others); same algebra as the per-model loop
-    `icl.bench.LoopedSharedStream`, which the tests compare."""
+    row that attends to the context like the others); the plain algebra, one model at a time, is
+    `icl.reference.SharedStream`, which the tests compare it with."""
 
     def __init__(self, cfg: RunConfig, depths: list[int]):
         super().__init__(cfg, depths, cfg.dim + 1)

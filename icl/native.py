@@ -1,17 +1,23 @@
-"""C kernels for the layers of the generalised models on the CPU (icl/kernels/*.c).
+"""C kernels for the CPU (icl/kernels/*.c): the layers of the controlled model, of context updates
+and of the shared stream, and the arithmetic of sampling a batch.
 
-In ContextUpdates and SharedStream every (model, context) pair needs nothing from any other, so
-a C loop can run all of one pair's layers with its states in L1 cache, forming each P x P
-attention, using it and dropping it in one pass over its rows (the backward pass recomputes it
-from two numbers per row). torch's batched kernels do the same arithmetic with a Python round
-trip and a trip through memory per layer and operation, several times slower per step
-(`icl bench`). They are compiled on first use with the system's C compiler (`cc`, or $CC) into
-a per-user cache ($ICL_KERNEL_CACHE, default ~/.cache/icl/kernels) and called through ctypes,
-which releases the GIL, so threads split the contexts.
+Every context (in the cascades, every (model, context) pair) needs nothing from any other, so a C
+loop runs all of its layers with its states in L1 cache, forming each attention, using it and
+dropping it in one pass (the backward pass recomputes it from two numbers per row, or, for the
+controlled model, needs none: see softmax_ensemble.c). torch's batched kernels do the same
+arithmetic with a Python round trip and a trip through memory per layer and operation, several
+times slower per step (`icl bench`). Gradients are summed over fixed blocks of contexts, and the
+blocks in block order (sum_blocks), so results do not depend on the number of threads.
 
-Where there is no compiler, on a GPU, for contexts that are not a multiple of 16 tokens, or with
-ICL_NATIVE=0, the models use their torch path: the same algebra, which the tests compare with
-this one (tests/test_native.py).
+They are compiled on first use with the system's C compiler (`cc`, or $CC) into a per-user cache
+($ICL_KERNEL_CACHE, default ~/.cache/icl/kernels) with -march=native (PORTABLE_FLAGS where the
+compiler refuses it, or always with ICL_KERNEL_FLAGS=portable: the path of a machine without
+AVX-512), and called through ctypes, which releases the GIL, so threads split the contexts.
+
+Where there is no compiler, on a GPU, for context updates and the shared stream with contexts
+that are not a multiple of 16 tokens, or with ICL_NATIVE=0, the models use their torch path:
+the same algebra. Every path is tested against icl.reference (tests/test_reference.py,
+tests/test_native.py).
 """
 from __future__ import annotations
 
@@ -40,21 +46,31 @@ def enabled() -> bool:
     return os.environ.get("ICL_NATIVE", "1") != "0"
 
 
-def _compile(source: Path, target: Path) -> bool:
+def build_flags() -> list[list[str]]:
+    """The flag sets to try, best first: ICL_KERNEL_FLAGS=portable forces the portable build."""
+    return [PORTABLE_FLAGS] if os.environ.get("ICL_KERNEL_FLAGS") == "portable" else [FLAGS, PORTABLE_FLAGS]
+
+
+def _compile(source: Path, target: Path, flags: list[str]) -> bool:
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
-    for flags in (FLAGS, PORTABLE_FLAGS):
-        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".so")
-        os.close(fd)
-        done = subprocess.run([cc, *flags, "-o", tmp, str(source), "-lm"], capture_output=True).returncode == 0
-        if done:
-            _write_atomically(_checksum_path(target), _checksum(Path(tmp)))  # first: a library never lacks it
-            os.replace(tmp, target)  # atomic: processes compiling at once never load half a file
-            return True
+    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".so")
+    os.close(fd)
+    try:
+        built = subprocess.run([cc, *flags, "-o", tmp, str(source), "-lm"], capture_output=True).returncode == 0
+    except OSError:  # $CC names no program
+        built = False
+    if built:
+        _write_atomically(_checksum_path(target), _checksum(Path(tmp)))  # first: a library never lacks it
+        os.replace(tmp, target)  # atomic: processes compiling at once never load half a file
+    else:
         os.unlink(tmp)
-    return False
+    return built
+
+
+BUILT_WITH: dict[str, str] = {}  # kernel name -> "native" or "portable": the flags its library was built with
 
 
 def _checksum(path: Path) -> str:
@@ -91,33 +107,55 @@ def _verified(target: Path) -> bool:
 def library(name: str) -> ctypes.CDLL | None:
     """The compiled kernels of icl/kernels/<name>.c, or None where they cannot be built or loaded.
     The file name holds a hash of the source, the machine and the flags: -march=native code is
-    only for the machine it was built on. A library is loaded only once its checksum matches;
-    a damaged one is rebuilt, or skipped (the torch path) where it cannot be."""
+    only for the machine it was built on. A library is loaded only once its checksum matches (a
+    damaged one is rebuilt, or skipped where it cannot be); a build that failed leaves a marker, so
+    that later processes go straight to the next flags."""
     source = KERNELS / f"{name}.c"
     code = b"".join(f.read_bytes() for f in [source, *sorted(KERNELS.glob("*.h"))])
-    key = hashlib.sha256(code + f"{platform.node()}|{platform.machine()}|{FLAGS}".encode()).hexdigest()[:16]
-    target = BUILD / f"{name}-{key}.so"
+    for flags in build_flags():
+        key = hashlib.sha256(code + f"{platform.node()}|{platform.machine()}|{flags}".encode()).hexdigest()[:16]
+        target, failed = BUILD / f"{name}-{key}.so", BUILD / f"{name}-{key}.failed"
+        try:  # a cache we cannot write or read: no kernels, never an error
+            ready = target.exists() and _verified(target)
+            if failed.exists() or not (ready or _compile(source, target, flags)):
+                if shutil.which(os.environ.get("CC") or "cc"):  # a compiler that refused: remember it
+                    failed.touch()
+                continue
+            lib = ctypes.CDLL(str(target))
+        except OSError:
+            continue
+        BUILT_WITH[name] = "portable" if flags == PORTABLE_FLAGS else "native"
+        return lib
     try:
-        if not (target.exists() and _verified(target)) and not _compile(source, target):
-            if target.exists():
-                print(f"icl: kernel library {target} could not be rebuilt; {name} runs on the torch path", file=sys.stderr)
-            return None
-        return ctypes.CDLL(str(target))
-    except OSError:
-        return None
+        if any(BUILD.glob(f"{name}-*.so")):
+            print(f"icl: the kernel library of {name} could not be built or loaded; it runs on the torch path",
+                  file=sys.stderr)
+    except OSError:  # a kernel cache we may not read
+        pass
+    return None
+
+
+KERNEL_OF = {"softmax": "softmax_ensemble", "untied_values": "softmax_ensemble",
+             "context_updates": "context_updates", "shared_stream": "shared_stream"}  # model -> its kernels
+TOKENS_IN_LANES = ("context_updates", "shared_stream")  # kernels that need contexts of a multiple of 16 tokens
 
 
 def usable(name: str, tokens: int, *tensors: torch.Tensor) -> bool:
-    """Whether the kernels can take these tensors: CPU float32, a context of a multiple of 16
-    tokens (one vector per 16), kernels allowed and built."""
-    return (enabled() and tokens % 16 == 0 and all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
-            and library(name) is not None)
+    """Whether the kernels can take these tensors: CPU float32, kernels allowed and built, and for
+    the kernels with tokens in the lanes a context of a multiple of 16 tokens."""
+    return (enabled() and (tokens % 16 == 0 or name not in TOKENS_IN_LANES)
+            and all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors) and library(name) is not None)
 
 
-def in_use(cfg, device: torch.device) -> bool:
-    """Whether a run of this config trains through the kernels."""
-    return (cfg.model in ("context_updates", "shared_stream") and device.type == "cpu" and enabled()
-            and cfg.context_length % 16 == 0 and library(cfg.model) is not None)
+def in_use(cfg, device: torch.device) -> list[str]:
+    """The kernels a run of this config trains through, with their builds ("softmax_ensemble:native",
+    ...; empty where none). Sampling runs in C for the training batches on the CPU and, on every
+    device, for the held-out sets (drawn on the CPU)."""
+    used = ["sampling"] if usable("sampling", 16) else []
+    name = KERNEL_OF.get(cfg.model)
+    if name is not None and device.type == "cpu" and usable(name, cfg.context_length):
+        used.append(name)
+    return sorted(f"{n}:{BUILT_WITH[n]}" for n in used)
 
 
 def ptr(t: torch.Tensor | None):
@@ -134,14 +172,20 @@ def split(n: int, parts: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(edges, edges[1:])]
 
 
-def parallel(call, n: int) -> int:
-    """call(part, b0, b1) for ranges of [0, n), one per torch thread; returns the number of parts."""
-    ranges = split(n, torch.get_num_threads())
+@cache
+def pool(threads: int) -> ThreadPoolExecutor:
+    """One pool per thread count, kept: starting threads for every call costs more than a small call."""
+    return ThreadPoolExecutor(threads, thread_name_prefix="icl-native")
+
+
+def parallel(call, n: int, threads: int | None = None) -> int:
+    """call(part, b0, b1) for ranges of [0, n), one per torch thread (or `threads`); returns the
+    number of parts. Small calls pass threads=1: waking a second thread costs more than they do."""
+    ranges = split(n, threads or torch.get_num_threads())
     if len(ranges) == 1:
         call(0, *ranges[0])
     else:
-        with ThreadPoolExecutor(len(ranges)) as pool:
-            list(pool.map(lambda i: call(i, *ranges[i]), range(len(ranges))))
+        list(pool(len(ranges)).map(lambda i: call(i, *ranges[i]), range(len(ranges))))
     return len(ranges)
 
 
@@ -156,16 +200,19 @@ def context_forward(x, QK, u, y, counts, states, prod, stats) -> None:
 
 
 def context_backward(x, QK, u, counts, states, prod, stats, grad_states) -> tuple[torch.Tensor, torch.Tensor]:
-    """The gradients of ContextRecurrence with respect to QK = [Q; K] and u, from those of its states."""
+    """The gradients of ContextRecurrence with respect to QK = [Q; K] and u, from those of its
+    states: sums over fixed blocks of contexts, added in block order (independent of the number
+    of threads)."""
     lib = library("context_updates")
     B, P, d = x.shape
-    parts = len(split(B, torch.get_num_threads()))
-    dQK, du = QK.new_zeros((parts,) + QK.shape), u.new_zeros(parts, *u.shape)  # one of each per thread
+    T, k2, _ = QK.shape
+    parts = x.new_empty(blocks_of(lib, B), T * (k2 * d + 1))
     count = torch.tensor(counts, dtype=torch.int64)
-    args = [ptr(x), ptr(QK), ptr(u), ptr(count), len(counts), B, P, d, QK.shape[1] // 2, ptr(states), ptr(prod),
-            ptr(stats), ptr(grad_states)]
-    parallel(lambda i, b0, b1: lib.cu_backward(*args, ptr(dQK[i]), ptr(du[i]), b0, b1), B)
-    return dQK.sum(0), du.sum(0)
+    args = [ptr(x), ptr(QK), ptr(u), ptr(count), len(counts), B, P, d, k2 // 2, ptr(states), ptr(prod),
+            ptr(stats), ptr(grad_states), ptr(parts)]
+    parallel(lambda _, k0, k1: lib.cu_backward(*args, k0, k1), parts.shape[0])
+    total = sum_blocks(lib, parts)
+    return total[: T * k2 * d].view(QK.shape), total[T * k2 * d :]
 
 
 def stream_forward(z0, QK, V, step, counts, dzq, zq, Z, RD, ST) -> None:
@@ -180,13 +227,88 @@ def stream_forward(z0, QK, V, step, counts, dzq, zq, Z, RD, ST) -> None:
 
 
 def stream_backward(QK, V, step, counts, Z, RD, ST, grad_dzq, grad_zq) -> tuple[torch.Tensor, torch.Tensor]:
-    """The gradients of SharedStream's layers with respect to QK = [Q; K] and V."""
+    """The gradients of SharedStream's layers with respect to QK = [Q; K] and V: sums over fixed
+    blocks of contexts, added in block order (independent of the number of threads)."""
     lib = library("shared_stream")
     T, B, D, NP = Z.shape
-    parts = len(split(B, torch.get_num_threads()))
-    dQK, dV = QK.new_zeros((parts,) + QK.shape), V.new_zeros((parts,) + V.shape)  # one of each per thread
+    n = QK.numel()
+    parts = QK.new_empty(blocks_of(lib, B), n + V.numel())
     count = torch.tensor(counts, dtype=torch.int64)
     args = [ptr(QK), ptr(V), ptr(step), ptr(count), len(counts), B, NP - 16, D, QK.shape[1] // 2, ptr(Z), ptr(RD),
-            ptr(ST), ptr(grad_dzq), ptr(grad_zq)]
-    parallel(lambda i, b0, b1: lib.ss_backward(*args, ptr(dQK[i]), ptr(dV[i]), b0, b1), B)
-    return dQK.sum(0), dV.sum(0)
+            ptr(ST), ptr(grad_dzq), ptr(grad_zq), ptr(parts)]
+    parallel(lambda _, k0, k1: lib.ss_backward(*args, k0, k1), parts.shape[0])
+    total = sum_blocks(lib, parts)
+    return total[:n].view(QK.shape), total[n:].view(V.shape)
+
+
+def blocks_of(lib, contexts: int) -> int:
+    """The number of a kernel's fixed blocks of contexts (its block_size()) in `contexts`."""
+    return -(-contexts // lib.block_size())
+
+
+def softmax_merge(Q, K, c, QT, KT, cp, W) -> None:
+    """From Q, K (T, k, d) and c (T,): QT, KT (k, d, TP) and cp (TP,) with the layer last, and W
+    (d, d, TP) = log2(e) K_t^T Q_t in lane t, zero beyond T: softmax_ensemble.c's layouts."""
+    lib = library("softmax_ensemble")
+    T, k, d = Q.shape
+    TP = W.shape[-1]
+    args = [ptr(Q), ptr(K), ptr(c), T, k, d, TP, ptr(QT), ptr(KT), ptr(cp), ptr(W)]
+    parallel(lambda _, b0, b1: lib.se_merge(*args, 16 * b0, 16 * b1), TP // 16, threads=1)  # (T k d + d^2 T / 16) products
+
+
+def softmax_blocks(contexts: int) -> int:
+    """The number of fixed blocks of contexts whose gradient sums softmax_backward keeps apart."""
+    return blocks_of(library("softmax_ensemble"), contexts)
+
+
+def softmax_forward(x, xq, y, W, QT, KT, c, g, F, GA) -> None:
+    """SoftmaxLayers' forward pass into g (B, T), f (B, TP) and, where GA is given (for a backward
+    pass), df/da (B, d, TP)."""
+    lib = library("softmax_ensemble")
+    B, P, d = x.shape
+    args = [ptr(x), ptr(xq), ptr(y), ptr(W), ptr(QT), ptr(KT), QT.shape[0], ptr(c), P, d, g.shape[1], W.shape[-1],
+            ptr(g), ptr(F), ptr(GA)]
+    parallel(lambda _, b0, b1: lib.se_forward(*args, b0, b1), B)
+
+
+def softmax_backward(xq, c, F, GA, gg, QT, KT, parts) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The gradients of SoftmaxLayers with respect to Q, K (T, k, d) and c (TP), from gg =
+    dLoss/dg (B, T): sums over contexts per fixed block of contexts (into parts, (blocks,
+    d d + 1, TP)), added in block order (independent of the number of threads)."""
+    lib = library("softmax_ensemble")
+    B, d, TP = GA.shape
+    k, T = QT.shape[0], gg.shape[1]
+    args = [ptr(xq), ptr(c), ptr(F), ptr(GA), ptr(gg), B, d, T, TP, ptr(parts)]
+    parallel(lambda _, k0, k1: lib.se_backward(*args, k0, k1), parts.shape[0])
+    total = sum_blocks(lib, parts)  # (d d + 1, TP)
+    dQ, dK = QT.new_empty(T, k, d), QT.new_empty(T, k, d)
+    parallel(lambda _, b0, b1: lib.se_unmerge(ptr(QT), ptr(KT), ptr(total), T, k, d, TP, ptr(dQ), ptr(dK), 16 * b0, 16 * b1),
+             TP // 16, threads=1)  # 2 k d^2 T / 16 products
+    return dQ, dK, total[-1]
+
+
+def sum_blocks(lib, parts: torch.Tensor) -> torch.Tensor:
+    """parts (blocks, ...) summed over blocks in block order, element by element (threads split
+    the elements, never a sum)."""
+    n = parts[0].numel()
+    out = parts.new_empty(parts.shape[1:])
+    parallel(lambda _, i0, i1: lib.sum_blocks(ptr(parts), parts.shape[0], ctypes.c_int64(n), ptr(out),
+                                             ctypes.c_int64(i0), ctypes.c_int64(i1)), n, threads=1)  # memory-bound
+    return out
+
+
+def sample(cfg, draws, lam_sqrt: torch.Tensor, omega_scale: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """icl.tasks.compute_batch in icl/kernels/sampling.c: (x, y, xq, weights, rotation, teacher)."""
+    lib = library("sampling")
+    n, P, d = draws.inputs.shape
+    easy = cfg.task == "easy"
+    G, Z, WZ = draws.rotation.contiguous(), draws.inputs.contiguous(), draws.teacher.contiguous()
+    query = draws.query.contiguous()
+    ls = None if cfg.input_exponent == 0 else lam_sqrt.contiguous()  # lambda is exactly 1 when isotropic
+    os_ = omega_scale.contiguous()
+    rot, x, xq, w = G.new_empty(n, d, d), G.new_empty(n, P, d), G.new_empty(n, d), G.new_empty(n, d)
+    y, weights = G.new_empty(n, P), G.new_empty(n, P)
+    args = [ptr(G), ptr(Z), ptr(WZ), None if easy else ptr(query), ptr(query) if easy else None, ptr(ls), ptr(os_),
+            P, d, int(cfg.normalize_inputs), cfg.top_k, ptr(rot), ptr(x), ptr(xq), ptr(w), ptr(y), ptr(weights)]
+    parallel(lambda _, b0, b1: lib.sample_contexts(*args, b0, b1), n)
+    return x, y, xq, weights, rot, w

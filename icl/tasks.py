@@ -6,6 +6,8 @@ Sampling is vectorised over contexts and runs on whatever device the generator l
 """
 from __future__ import annotations
 
+import functools
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -40,6 +42,15 @@ class Batch:
         return self.x, self.y, self.xq, self.weights, self.rotation, self.teacher
 
 
+def gaussian(*shape: int, gen: torch.Generator, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Standard normal float32 draws that are the same bits under every CPU capability: torch's
+    float32 randn vectorises its Box-Muller transform one way under ATEN_CPU_CAPABILITY=default and
+    another under avx2 and avx512 (for 16 numbers or more), its float64 draws do not; they are
+    rounded to float32 once here. (Into `out` where given.)"""
+    x = torch.randn(*shape, generator=gen, dtype=torch.float64, device=gen.device)
+    return x.float() if out is None else out.copy_(x)
+
+
 def power_spectrum(dim: int, exponent: float, device=None) -> torch.Tensor:
     """k^-exponent for k = 1..dim, normalised to sum to dim (exponent 0 is isotropic)."""
     k = torch.arange(1, dim + 1, dtype=torch.float64, device=device)
@@ -49,7 +60,11 @@ def power_spectrum(dim: int, exponent: float, device=None) -> torch.Tensor:
 
 def haar_rotations(n: int, dim: int, gen: torch.Generator) -> torch.Tensor:
     """n Haar-distributed orthogonal matrices: QR of a Gaussian with the signs of R fixed."""
-    g = torch.randn(n, dim, dim, generator=gen, device=gen.device)
+    return orthogonal_factor(gaussian(n, dim, dim, gen=gen))
+
+
+def orthogonal_factor(g: torch.Tensor) -> torch.Tensor:
+    """O of g = O R with diag(R) > 0, for a batch of square matrices (n, d, d)."""
     q, r = torch.linalg.qr(g)
     return q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)
 
@@ -65,35 +80,92 @@ def top_k_weights(x: torch.Tensor, xq: torch.Tensor, k: int) -> torch.Tensor:
     return torch.zeros_like(cos).scatter_(-1, idx, 1.0 / k)
 
 
-def sample_batch(cfg: RunConfig, n: int, gen: torch.Generator) -> Batch:
-    """n fresh contexts of the task that cfg describes, drawn with gen."""
+@dataclass
+class Draws:
+    """The Gaussian (and, for the easy task, uniform) draws of one batch, in the order drawn."""
+    rotation: torch.Tensor  # (n, d, d) Gaussian: its orthogonal factor is O_c
+    inputs: torch.Tensor  # (n, P, d) standard normal z: x = O diag(sqrt(lambda)) z
+    teacher: torch.Tensor  # (n, d) standard normal: w = O diag(sqrt(omega / d)) z'
+    query: torch.Tensor  # (n, d) standard normal (difficult task), or (n,) the copied token (easy task)
+
+
+def draw(cfg: RunConfig, n: int, gen: torch.Generator, into: Draws | None = None) -> Draws:
+    """The batch's draws, in their order; into the tensors of `into` where given (the same numbers)."""
     d, P, dev = cfg.dim, cfg.context_length, gen.device
-    lam = power_spectrum(d, cfg.input_exponent, dev)
-    omega = power_spectrum(d, cfg.task_exponent, dev)
-    rot = haar_rotations(n, d, gen)  # (n, d, d)
+    out = into or Draws(torch.empty(n, d, d, device=dev), torch.empty(n, P, d, device=dev), torch.empty(n, d, device=dev),
+                        torch.empty(n, dtype=torch.int64, device=dev) if cfg.task == "easy" else torch.empty(n, d, device=dev))
+    gaussian(n, d, d, gen=gen, out=out.rotation)
+    gaussian(n, P, d, gen=gen, out=out.inputs)
+    gaussian(n, d, gen=gen, out=out.teacher)
+    if cfg.task == "easy":  # the query is a copy of a uniformly chosen context token
+        torch.randint(P, (n,), generator=gen, out=out.query)
+    else:
+        gaussian(n, d, gen=gen, out=out.query)
+    return out
+
+
+@functools.cache
+def spectra(dim: int, input_exponent: float, task_exponent: float, device: str) -> tuple[torch.Tensor, ...]:
+    """lambda, omega, sqrt(lambda) and sqrt(omega / d) of a task, computed once (read only: they
+    never leave sample_batch)."""
+    lam, omega = power_spectrum(dim, input_exponent, device), power_spectrum(dim, task_exponent, device)
+    return lam, omega, lam.sqrt(), (omega / dim).sqrt()
+
+
+# The draws of the last batch of each shape sampled in C on this thread: only the sampler reads
+# them, so the next batch of that shape draws into the same memory (a fresh MiB costs a page
+# fault per 4 KiB page, every step).
+_reused = threading.local()
+
+
+def reused_draws(cfg: RunConfig, n: int, gen: torch.Generator) -> Draws:
+    key = (n, cfg.dim, cfg.context_length, cfg.task)
+    cache = _reused.__dict__.setdefault("draws", {})
+    cache[key] = draw(cfg, n, gen, cache.get(key))
+    return cache[key]
+
+
+def sample_batch(cfg: RunConfig, n: int, gen: torch.Generator) -> Batch:
+    """n fresh contexts of the task that cfg describes, drawn with gen. On the CPU the arithmetic
+    after the draws runs in icl/kernels/sampling.c (the same draws; values that agree with
+    torch's to float32 rounding: see that file); elsewhere, or with ICL_NATIVE=0, in torch."""
+    from . import native
+
+    lam, omega, lam_sqrt, omega_scale = spectra(cfg.dim, cfg.input_exponent, cfg.task_exponent, str(gen.device))
+    if gen.device.type == "cpu" and native.usable("sampling", 16):
+        draws = reused_draws(cfg, n, gen)
+        x, y, xq, weights, rot, w = native.sample(cfg, draws, lam_sqrt, omega_scale)
+    else:
+        x, y, xq, weights, rot, w = compute_batch(cfg, draw(cfg, n, gen), lam, omega)
+    if cfg.label_noise > 0:
+        y = y + cfg.label_noise * gaussian(n, cfg.context_length, gen=gen)
+    return Batch(x, y, xq, weights, rot, w)
+
+
+def compute_batch(cfg: RunConfig, draws: Draws, lam: torch.Tensor, omega: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The batch's tensors (x, y, xq, weights, rotation, teacher) from its draws, in torch."""
+    d, P = cfg.dim, cfg.context_length
+    rot = orthogonal_factor(draws.rotation)  # (n, d, d)
     # x = O diag(sqrt(lambda)) z, w = O diag(sqrt(omega / d)) z'
-    z = torch.randn(n, P, d, generator=gen, device=dev)
+    z = draws.inputs
     if cfg.input_exponent != 0:  # isotropic lambda is exactly 1: skip a pass over (n, P, d)
         z = z * lam.sqrt()
     x = torch.einsum("bij,bpj->bpi", rot, z)
-    w = torch.einsum("bij,bj->bi", rot, torch.randn(n, d, generator=gen, device=dev) * (omega / d).sqrt())
-    if cfg.task == "easy":
-        # The query is a copy of a uniformly chosen context token: its closest token is itself.
-        pick = torch.randint(P, (n,), generator=gen, device=dev)
-        xq = x[torch.arange(n, device=dev), pick]
+    w = torch.einsum("bij,bj->bi", rot, draws.teacher * (omega / d).sqrt())
+    if cfg.task == "easy":  # its closest token is itself
+        pick = draws.query
+        xq = x[torch.arange(len(pick), device=x.device), pick]
     else:
-        xq = torch.einsum("bij,bj->bi", rot, torch.randn(n, d, generator=gen, device=dev) * lam.sqrt())
+        xq = torch.einsum("bij,bj->bi", rot, draws.query * lam.sqrt())
     if cfg.normalize_inputs:
         # Radius sqrt(d) keeps E|x|^2 = d as for Gaussian inputs, so Sigma stays of trace d.
         x, xq = _project(x, d**0.5), _project(xq, d**0.5)
     y = torch.einsum("bpd,bd->bp", x, w)
-    if cfg.label_noise > 0:
-        y = y + cfg.label_noise * torch.randn(n, P, generator=gen, device=dev)
     if cfg.task == "easy":
-        weights = torch.nn.functional.one_hot(pick, P).to(x.dtype)
+        weights = torch.nn.functional.one_hot(draws.query, P).to(x.dtype)
     else:
         weights = top_k_weights(x, xq, cfg.top_k)
-    return Batch(x, y, xq, weights, rot, w)
+    return x, y, xq, weights, rot, w
 
 
 def make_generator(seed: int, device: torch.device) -> torch.Generator:

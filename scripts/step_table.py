@@ -1,6 +1,6 @@
 """Seconds per training step of each model, one thread: forward + backward + Adam, batch 64,
 d = 16, key_dim 4, depths 1-64 stacked (127 layers), at P = 32 and 64. The generalised models
-are timed beside their first implementation (icl.bench.LOOPED), alternating within every repeat
+are timed beside their first implementation (icl.looped), alternating within every repeat
 (medians), so the ratio comes from one run.
 
     .venv/bin/python scripts/step_table.py [--repeats 7] [--json outputs/step_table.json]
@@ -13,7 +13,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as `python -m icl` does
 
 import torch  # noqa: E402
 
-from icl.bench import LOOPED, icl_trainer, seconds_per_step  # noqa: E402
+from icl.bench import icl_trainer  # noqa: E402
+from icl.looped import LOOPED  # noqa: E402
+from icl.timing import seconds_per_step  # noqa: E402
 from icl.config import RunConfig  # noqa: E402
 
 DEPTHS = [1, 2, 4, 8, 16, 32, 64]

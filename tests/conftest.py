@@ -76,3 +76,32 @@ def clone(tmp_path, monkeypatch):
     monkeypatch.chdir(repo)
     monkeypatch.delenv(paths.OUTPUT_ROOT_ENV, raising=False)
     return repo
+
+
+def read_only(monkeypatch, folder: Path) -> None:
+    """`folder` and everything below it refuse new files, wherever the clone lies and whoever runs
+    the tests: by their modes for a user, and, as root (whom modes do not stop), by failing the file
+    creation that every write into it goes through (tempfile.mkstemp) with EACCES, as the kernel
+    would for a user."""
+    import errno
+    import stat
+    import tempfile
+
+    for p in [folder, *folder.rglob("*")]:
+        p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    real = tempfile.mkstemp
+
+    def mkstemp(*args, dir=None, **kwargs):
+        if dir is not None and (Path(dir) == folder or folder in Path(dir).parents):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+
+
+def writable_again(folder: Path) -> None:
+    """Undo read_only's modes (pytest must be able to remove tmp_path)."""
+    import stat
+
+    for p in [folder, *folder.rglob("*")]:
+        p.chmod(p.stat().st_mode | stat.S_IWUSR)

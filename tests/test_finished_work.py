@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY
+from conftest import TINY, read_only, writable_again
 from icl import notebook as nb
 from icl.cache import RunCache
 from icl.cli import main
@@ -34,19 +34,6 @@ def one_line(capsys) -> str:
     return err
 
 
-def read_only(monkeypatch, folder: Path) -> None:
-    """`folder` refuses new files, as a read-only folder does for a user who is not root."""
-    folder.chmod(0o555)
-    real = tempfile.mkstemp
-
-    def mkstemp(*args, dir=None, **kwargs):
-        if dir is not None and Path(dir) == folder:
-            raise PermissionError(errno.EACCES, "Permission denied")
-        return real(*args, dir=dir, **kwargs)
-
-    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
-
-
 def test_an_unwritable_shard_folder_is_refused_before_training(tmp_path, capsys, monkeypatch):
     """Was a PermissionError traceback after training, with --json not written and the runs lost."""
     import icl.sweep
@@ -61,7 +48,7 @@ def test_an_unwritable_shard_folder_is_refused_before_training(tmp_path, capsys,
         assert main(["sweep", str(params), "--cache", str(cache.root), "--json", str(tmp_path / "r.json"),
                      "--no-progress"]) == 2
     finally:
-        shard.chmod(0o755)
+        writable_again(shard)
     err = one_line(capsys)
     assert "cache" in err and "not writable" in err and str(shard) in err, err
 

@@ -21,7 +21,8 @@
      states (T, B, P)       h_j of every (layer, model) row, what the queries read; h_0 = y
      prod   (U, B, 2k+1, P) [A h; A (h kx); A kx]                  kept for the backward pass
      stats  (U, B, 2, P)    per row: largest score / ln 2, 1 / sum of exp  kept for the backward pass
-   Contexts b0 <= b < b1 only: callers split the contexts between threads. */
+   Contexts b0 <= b < b1 only (the backward pass: blocks of them): callers split the work between
+   threads. */
 #include "vector.h"
 
 /* xT (d, P) = the inputs of one context, feature-major. */
@@ -94,9 +95,9 @@ void cu_forward(const float *x, const float *QK, const float *u, const float *y,
     BY_KEY_WIDTH(forward_body, k, x, QK, u, y, count, nlayers, B, P, d, states, prod, stats, b0, b1)
 }
 
-/* The backward pass over the same contexts, from grad_states (like states), the gradient of the
-   loss with respect to every state. Adds the gradients of QK and u from these contexts to dQK
-   (T, 2k, d) and du (T): callers give each thread its own. */
+/* The backward pass over contexts b0 <= b < b1, from grad_states (like states), the gradient of
+   the loss with respect to every state. Adds the gradients of QK and u from these contexts to
+   dQK (T, 2k, d) and du (T). */
 INLINE void backward_body(const float *x, const float *QK, const float *u, const int64_t *count, int nlayers,
                           int B, int P, int d, const float *states, const float *prod, const float *stats,
                           const float *grad_states, float *dQK, float *du, int b0, int b1, int k) {
@@ -163,8 +164,21 @@ INLINE void backward_body(const float *x, const float *QK, const float *u, const
     free(dW);
 }
 
+#define BLOCK 8 /* contexts per block of the gradient sums: a fixed split, whatever the number of threads */
+int block_size(void) { return BLOCK; }
+
+/* The backward pass, blocks k0 <= blk < k1 of BLOCK contexts: block blk's share of the gradients
+   of QK (T, 2k, d), then of u (T), into parts[blk] (T (2k d + 1) floats), which sum_blocks adds
+   up in block order. */
 void cu_backward(const float *x, const float *QK, const float *u, const int64_t *count, int nlayers, int B, int P,
                  int d, int k, const float *states, const float *prod, const float *stats, const float *grad_states,
-                 float *dQK, float *du, int b0, int b1) {
-    BY_KEY_WIDTH(backward_body, k, x, QK, u, count, nlayers, B, P, d, states, prod, stats, grad_states, dQK, du, b0, b1)
+                 float *parts, int k0, int k1) {
+    int64_t T = 0;
+    for (int j = 0; j < nlayers; j++) T += count[j];
+    for (int blk = k0; blk < k1; blk++) {
+        float *dQK = parts + blk * T * (2 * k * d + 1), *du = dQK + T * 2 * k * d;
+        int b0 = blk * BLOCK, b1 = b0 + BLOCK < B ? b0 + BLOCK : B;
+        memset(dQK, 0, sizeof(float) * T * (2 * k * d + 1));
+        BY_KEY_WIDTH(backward_body, k, x, QK, u, count, nlayers, B, P, d, states, prod, stats, grad_states, dQK, du, b0, b1)
+    }
 }

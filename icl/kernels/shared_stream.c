@@ -23,7 +23,8 @@
      Z    (T, B, D, NP)  states before layer t      kept for the backward pass
      RD   (T, B, D, NP)  A z[:P] of layer t          kept for the backward pass
      ST   (T, B, 2, NP)  per row: largest score / ln 2, 1 / sum of exp
-   Contexts b0 <= b < b1 only: callers split the contexts between threads. */
+   Contexts b0 <= b < b1 only (the backward pass: blocks of them): callers split the work between
+   threads. */
 #include "vector.h"
 
 /* out (D, NP) = s V (D, D) in (D, NP), V given by rows V[a] = V + a * rs: the layer's update from
@@ -145,9 +146,8 @@ void ss_forward(const float *z0, const float *QK, const float *V, const float *s
     BY_KEY_WIDTH(forward_body, k, z0, QK, V, step, count, nlayers, B, P, D, dzq, zq, Z, RD, ST, b0, b1)
 }
 
-/* The backward pass over the same contexts, from the gradients of dzq and zq. Adds the gradients
-   of QK and V from these contexts to dQK (T, 2k, D) and dV (M, D, D): callers give each thread
-   its own. */
+/* The backward pass over contexts b0 <= b < b1, from the gradients of dzq and zq. Adds the
+   gradients of QK and V from these contexts to dQK (T, 2k, D) and dV (M, D, D). */
 INLINE void backward_body(const float *QK, const float *V, const float *step, const int64_t *count, int nlayers,
                           int B, int P, int D, const float *Z, const float *RD, const float *ST, const float *gdzq,
                           const float *gzq, float *dQK, float *dV, int b0, int b1, int k) {
@@ -234,8 +234,22 @@ INLINE void backward_body(const float *QK, const float *V, const float *step, co
     free(dW); free(dVv);
 }
 
+#define BLOCK 8 /* contexts per block of the gradient sums: a fixed split, whatever the number of threads */
+int block_size(void) { return BLOCK; }
+
+/* The backward pass, blocks k0 <= blk < k1 of BLOCK contexts: block blk's share of the gradients
+   of QK (T, 2k, D), then of V (M, D, D), into parts[blk] (T 2k D + M D D floats), which
+   sum_blocks adds up in block order. */
 void ss_backward(const float *QK, const float *V, const float *step, const int64_t *count, int nlayers, int B, int P,
                  int D, int k, const float *Z, const float *RD, const float *ST, const float *gdzq, const float *gzq,
-                 float *dQK, float *dV, int b0, int b1) {
-    BY_KEY_WIDTH(backward_body, k, QK, V, step, count, nlayers, B, P, D, Z, RD, ST, gdzq, gzq, dQK, dV, b0, b1)
+                 float *parts, int k0, int k1) {
+    int64_t T = 0, n = 0;
+    for (int j = 0; j < nlayers; j++) T += count[j];
+    n = T * 2 * k * D + count[0] * (int64_t)D * D;
+    for (int blk = k0; blk < k1; blk++) {
+        float *dQK = parts + blk * n, *dV = dQK + T * 2 * k * D;
+        int b0 = blk * BLOCK, b1 = b0 + BLOCK < B ? b0 + BLOCK : B;
+        memset(dQK, 0, sizeof(float) * n);
+        BY_KEY_WIDTH(backward_body, k, QK, V, step, count, nlayers, B, P, D, Z, RD, ST, gdzq, gzq, dQK, dV, b0, b1)
+    }
 }

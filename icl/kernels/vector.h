@@ -171,6 +171,15 @@ static void add_lanes(const vec *v, int64_t n, float *out) {
     for (int64_t i = 0; i < n; i++) out[i] += hsum(v[i]);
 }
 
+/* out[i] = the sum over blocks, in block order, of parts[blk][i] (nblocks rows of n floats), for
+   elements i0 <= i < i1: the kernels' per-block gradient sums added in the same order for every
+   element, however threads split the blocks or the elements. Exported by every kernel library. */
+void sum_blocks(const float *parts, int nblocks, int64_t n, float *out, int64_t i0, int64_t i1) {
+    memcpy(out + i0, parts + i0, sizeof(float) * (i1 - i0));
+    for (int blk = 1; blk < nblocks; blk++)
+        for (int64_t i = i0; i < i1; i++) out[i] += parts[blk * n + i];
+}
+
 /* Zeroed scratch memory of n vectors. */
 static inline vec *zero_vectors(int64_t n) {
     vec *v = vectors(n);

@@ -1,0 +1,70 @@
+"""Timing and memory measurements for `icl bench` and scripts/step_table.py: seconds per step of
+contenders timed alternately (medians over repeats), matmul FLOPs, peak rates, peak memory."""
+from __future__ import annotations
+
+import resource
+import statistics
+import time
+from typing import Callable
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def seconds_per_step(steps: dict[str, Callable[[], None]], repeats: int, device: torch.device,
+                     block: float = 0.25) -> tuple[dict[str, float], dict[str, float]]:
+    """Median wall-clock and CPU seconds per step of each contender. Contenders alternate within
+    every repeat, so load from other processes hits them alike; a timed block runs enough steps to
+    last ~`block` s. CPU time (all threads of this process) is what load from others leaves alone."""
+    counts = {}
+    for name, step in steps.items():  # warm-up, and a (pessimistic) estimate of the steps in a block
+        start = time.perf_counter()
+        step()
+        sync(device)
+        counts[name] = max(1, int(block / max(time.perf_counter() - start, 1e-6)))
+    wall, cpu = {name: [] for name in steps}, {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            if counts[name] > 1:  # an untimed step first: memory the previous contender freed is mapped again
+                step()
+                sync(device)
+            start, start_cpu = time.perf_counter(), time.process_time()
+            for _ in range(counts[name]):
+                step()
+            sync(device)
+            wall[name].append((time.perf_counter() - start) / counts[name])
+            cpu[name].append((time.process_time() - start_cpu) / counts[name])
+    median = lambda d: {name: statistics.median(t) for name, t in d.items()}
+    return median(wall), median(cpu)
+
+
+def step_flops(step: Callable[[], None]) -> int:
+    """Matmul FLOPs of one training step (forward, backward, sampling), counted by torch."""
+    with FlopCounterMode(display=False) as counter:
+        step()
+    return int(counter.get_total_flops())
+
+
+def peak_flop_rate(device: torch.device, n: int | None = None, repeats: int = 5) -> float:
+    """The machine's float32 matmul rate, measured on an n x n product (the best of a few); a GPU
+    needs a larger product than a CPU to get near its peak."""
+    n = n or (4096 if device.type == "cuda" else 1024)
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        sync(device)
+        start = time.perf_counter()
+        a @ b
+        sync(device)
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def max_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
