@@ -42,8 +42,8 @@ def layer_bases(kind: str, n: int, dim: int, k: int) -> torch.Tensor:
     raise ValueError(f"kind: {kind!r}; allowed: {', '.join(KINDS)}")
 
 
-def layer_reads(batch: Batch, bases: torch.Tensor) -> torch.Tensor:
-    """Every layer's read f_l at every temperature of BETAS: (G, B, S), float64."""
+def layer_reads(batch: Batch, bases: torch.Tensor, betas=BETAS) -> torch.Tensor:
+    """Every layer's read f_l at every temperature of `betas`: (G, B, S), float64."""
     k = bases.shape[-1]
     parts = []
     for i in range(0, len(batch), CHUNK):
@@ -51,7 +51,7 @@ def layer_reads(batch: Batch, bases: torch.Tensor) -> torch.Tensor:
         px = torch.einsum("bpd,sdk->bspk", x, bases)  # (b, S, P, k) projected tokens
         pq = torch.einsum("bd,sdk->bsk", xq, bases)  # (b, S, k) projected query
         score = torch.einsum("bspk,bsk->bsp", px, pq) / k  # (b, S, P)
-        reads = [(torch.softmax(float(beta) * score, -1) * y[:, None, :]).sum(-1) for beta in BETAS]
+        reads = [(torch.softmax(float(beta) * score, -1) * y[:, None, :]).sum(-1) for beta in betas]
         parts.append(torch.stack(reads).double())  # (G, b, S)
     return torch.cat(parts, dim=1)
 
@@ -74,30 +74,38 @@ def _loss(f: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
 
 def curve(fit: Batch, ev: Batch, kind: str, key_dim: int, depths) -> dict:
     """The ensemble curve of one kind at every depth, with the best temperature and readout per
-    depth and with the fixed ones (best at the deepest depth), and its decomposition terms A, C."""
+    depth and with the fixed ones (best at the deepest depth), and its decomposition terms A, C.
+    Every temperature is tried on the fit set; the evaluation set is read only at the chosen ones."""
     depths = sorted({int(L) for L in depths})
     bases = layer_bases(kind, max(depths), fit.x.shape[-1], key_dim)
-    reads = {"fit": layer_reads(fit, bases), "ev": layer_reads(ev, bases)}
-    targets = {"fit": fit.target.double(), "ev": ev.target.double()}
+    tf, te = fit.target.double(), ev.target.double()
+    on_fit = layer_reads(fit, bases)  # (G, B_fit, S)
 
-    def at(L: int, which: str) -> tuple[torch.Tensor, torch.Tensor]:
+    def at(reads: torch.Tensor, t: torch.Tensor, L: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The depth-L ensembles' reads (G, blocks B) and their targets (blocks B,)."""
-        m = ensembles(reads[which], L)  # (G, B, blocks)
-        return m.transpose(1, 2).flatten(1), targets[which].repeat(m.shape[-1])
+        m = ensembles(reads, L)  # (G, B, blocks)
+        return m.transpose(1, 2).flatten(1), t.repeat(m.shape[-1])
 
-    f_deep, t_deep = at(depths[-1], "fit")
-    r_fixed = _readout(f_deep, t_deep)
-    g_fixed = int(torch.argmin(_loss(f_deep, r_fixed, t_deep)))
-    best, best_beta, fixed = {}, {}, {}
+    chosen = {}  # depth -> (index into BETAS, readout): fitted on the fit set
     for L in depths:
-        (ff, tf), (fe, te) = at(L, "fit"), at(L, "ev")
-        r = _readout(ff, tf)
-        g = int(torch.argmin(_loss(ff, r, tf)))
-        best[L], best_beta[L] = float(_loss(fe, r, te)[g]), float(BETAS[g])
-        fixed[L] = float(_loss(fe, r_fixed, te)[g_fixed])
-    terms = decomposition(reads["ev"][g_fixed], float(r_fixed[g_fixed]), targets["ev"])
-    return {kind: best, f"{kind}_beta": best_beta, f"{kind}_fixed": fixed, f"{kind}_fixed_beta": float(BETAS[g_fixed]),
-            f"{kind}_A": terms["A"], f"{kind}_C": terms["C"]}
+        f, t = at(on_fit, tf, L)
+        r = _readout(f, t)
+        g = int(torch.argmin(_loss(f, r, t)))
+        chosen[L] = (g, float(r[g]))
+    g_fixed, r_fixed = chosen[depths[-1]]  # the fixed temperature and readout: best at the deepest depth
+    used = sorted({g for g, _ in chosen.values()})
+    on_ev = dict(zip(used, layer_reads(ev, bases, BETAS[used])))  # index -> (B_ev, S)
+
+    def score(g: int, r: float, L: int) -> float:
+        """The evaluation loss of the depth-L ensembles at temperature index g and readout r."""
+        f, t = at(on_ev[g][None], te, L)  # (1, blocks B)
+        return float(_loss(f, torch.tensor([r], dtype=f.dtype), t)[0])
+
+    best = {L: score(g, r, L) for L, (g, r) in chosen.items()}
+    fixed = {L: score(g_fixed, r_fixed, L) for L in depths}
+    terms = decomposition(on_ev[g_fixed], r_fixed, te)
+    return {kind: best, f"{kind}_beta": {L: float(BETAS[g]) for L, (g, _) in chosen.items()}, f"{kind}_fixed": fixed,
+            f"{kind}_fixed_beta": float(BETAS[g_fixed]), f"{kind}_A": terms["A"], f"{kind}_C": terms["C"]}
 
 
 def decomposition(reads: torch.Tensor, r: float, target: torch.Tensor) -> dict:

@@ -10,6 +10,7 @@ import functools
 import threading
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from .config import RunConfig
@@ -43,12 +44,16 @@ class Batch:
 
 
 def gaussian(*shape: int, gen: torch.Generator, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Standard normal float32 draws that are the same bits under every CPU capability: torch's
-    float32 randn vectorises its Box-Muller transform one way under ATEN_CPU_CAPABILITY=default and
-    another under avx2 and avx512 (for 16 numbers or more), its float64 draws do not; they are
-    rounded to float32 once here. (Into `out` where given.)"""
-    x = torch.randn(*shape, generator=gen, dtype=torch.float64, device=gen.device)
-    return x.float() if out is None else out.copy_(x)
+    """Standard normal float32 draws that are the same bits on every CPU: torch's float32 randn
+    vectorises its Box-Muller transform one way under ATEN_CPU_CAPABILITY=default and another
+    under avx2 and avx512 (and its float64 draws cost 4x more), so the numbers come from numpy's
+    ziggurat (PCG64), which has one code path everywhere, seeded by one integer drawn from `gen`
+    (so `gen` still carries the stream). Into `out` where given; on gen's device."""
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen, device=gen.device))
+    z = torch.from_numpy(np.random.Generator(np.random.PCG64(seed)).standard_normal(shape, dtype=np.float32))
+    if out is None:
+        return z.to(gen.device)
+    return out.copy_(z)
 
 
 def power_spectrum(dim: int, exponent: float, device=None) -> torch.Tensor:
