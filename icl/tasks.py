@@ -179,8 +179,20 @@ def make_generator(seed: int, device: torch.device) -> torch.Generator:
     return gen
 
 
+# The config fields a held-out set depends on (nothing about the model or its training).
+TASK_FIELDS = ("task", "top_k", "input_exponent", "task_exponent", "dim", "context_length", "normalize_inputs",
+               "label_noise", "eval_contexts")
+
+
 def held_out(cfg: RunConfig, device: torch.device, seed: int = EVAL_SEED) -> Batch:
-    """The fixed evaluation (or validation) set: drawn on the CPU so every device sees the same."""
+    """The fixed evaluation (or validation) set: drawn on the CPU so every device sees the same.
+    The last few are kept (read only): every group of a sweep on one task is scored on the same."""
+    return _held_out(tuple(getattr(cfg, f) for f in TASK_FIELDS), str(device), seed)
+
+
+@functools.lru_cache(maxsize=4)  # a few sets of up to ~100 MB: the tasks a notebook sweeps one after another
+def _held_out(task: tuple, device: str, seed: int) -> Batch:
+    cfg = RunConfig(**dict(zip(TASK_FIELDS, task)))
     batch = sample_batch(cfg, cfg.eval_contexts, make_generator(seed, torch.device("cpu")))
     return Batch(*(t.to(device) for t in batch.tensors()))
 

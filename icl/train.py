@@ -22,6 +22,8 @@ from .tasks import EVAL_SEED, VALIDATION_SEED, Batch, held_out, make_generator, 
 EVAL_CHUNK = 512  # contexts per evaluation forward pass: bounds memory, not results
 PROBE_CONTEXTS = 256  # contexts used for the mode-wise and focusing probes along training
 SELECTION_PERCENTILES = list(range(1, 100))
+SELECTION_CONTEXTS = 4096  # the first held-out contexts token selection is measured on (41 of them lie
+# above the 99th percentile); each costs every layer's attention to every token, the torch path
 
 
 class DivergenceError(RuntimeError):
@@ -314,7 +316,7 @@ def summarise(stack: Stack, evalset: Batch, valset: Batch) -> dict:
         sel = (stack.layer_model == m).nonzero().flatten()
         if layer_preds is not None:
             per_model[m]["decomposition"] = decompose(layer_preds[:, sel], target, power)
-    sel_pct = token_selection(stack, evalset)
+    sel_pct = token_selection(stack, evalset.slice(0, SELECTION_CONTEXTS))
     if sel_pct is not None:
         for m in range(stack.n_models):
             per_model[m]["token_selection"] = {"percentile": SELECTION_PERCENTILES, "distance": sel_pct[m].tolist()}

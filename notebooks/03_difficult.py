@@ -74,7 +74,7 @@ init_scale = 1.0
 eval_contexts = 16384  # the evaluation set every loss and bound is scored on (docs/training_protocol.md, §8)
 curve_contexts = 2048  # its first contexts measure the loss along training
 top_k = 2  # the main task: mean label of the top-2 tokens
-depths = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]  # softmax depths of the main sweep
+depths = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64]  # softmax depths of the main sweep: densest where the curves bend
 seeds = [0, 1, 2, 3, 4]  # seeds of every main sweep (softmax and linear)
 spectra = [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]  # [input_exponent, task_exponent]; the first one is
 # also used for the rank comparison and the token-selection percentiles

@@ -24,7 +24,7 @@ from icl.config import RunConfig
 from icl.notebook import losses_frame
 from icl.sweep import run_sweep
 
-DEPTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # notebook 03's quick grid
+DEPTHS = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64)  # notebook 03's quick grid
 BASE = dict(model="softmax", task="difficult", top_k=2, dim=16, context_length=64, batch_size=256,
             eval_contexts=16384, curve_contexts=2048, device="auto")
 
