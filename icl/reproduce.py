@@ -240,22 +240,29 @@ def cost_order(root: Path, names: list[str], params: dict[str, dict], profile: s
     return plan.critical_first(names, cost, NEEDS)
 
 
-def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs: int = 1,
-            overrides: dict | None = None, log=print, own: dict[str, dict] | None = None) -> dict[str, dict]:
-    """Run notebooks (in dependency order, up to `jobs` at once); each one's result by name.
-    `own`: parameters per notebook on top of `overrides` (a smoke run's output folders)."""
+def checked_parameters(root: Path, profile: str, names: list[str], device: str | None, jobs: int,
+                       overrides: dict | None, own: dict[str, dict] | None) -> dict[str, dict]:
+    """Every notebook's parameters, checked before anything runs: no override that no notebook
+    declares, the device, every notebook's own checks, and where each will write."""
     threads = 1 if jobs > 1 else None
-    params = {n: {**notebook_parameters(root, profile, n, device, {**(overrides or {}), **(own or {}).get(n, {})}, threads)}
+    params = {n: notebook_parameters(root, profile, n, device, {**(overrides or {}), **(own or {}).get(n, {})}, threads)
               for n in names}
-    used = {k for p in params.values() for k in p}
-    unused = sorted(set(overrides or {}) - used)
+    unused = sorted(set(overrides or {}) - {k for p in params.values() for k in p})
     if unused:
         raise ConfigError(f"-p: {unused[0]!r} is not a parameter of {', '.join(names)}")
-    for n in names:  # before anything runs: the device, then every notebook's parameters
+    for n in names:  # the device first: a missing GPU is the most common stop
         check_device(params[n])
     for n in names:
         check_parameters(root, n, params[n])
     check_destinations(root, params)
+    return params
+
+
+def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs: int = 1,
+            overrides: dict | None = None, log=print, own: dict[str, dict] | None = None) -> dict[str, dict]:
+    """Run notebooks (in dependency order, up to `jobs` at once); each one's result by name.
+    `own`: parameters per notebook on top of `overrides` (a smoke run's output folders)."""
+    params = checked_parameters(root, profile, names, device, jobs, overrides, own)
     lock = hold_lock(root, profile)  # noqa: F841 (held until this function returns)
     registry = root / profile_root(profile) / ".staging" / ".processes"  # where workers and kernels register
     env = {"MPLBACKEND": INLINE_BACKEND, processes.REGISTRY_ENV: str(registry), **(ONE_THREAD if jobs > 1 else {})}
@@ -380,19 +387,3 @@ def parallel_speedup(jobs: int = 2, profile: str = "ci") -> dict:
     return {"profile": profile, "jobs": jobs, "serial_seconds": round(seconds[1], 1),
             "parallel_seconds": round(seconds[jobs], 1), "cores": cores(),
             "load_average": os.getloadavg()[0], "reproduce_parallel_speedup": round(seconds[1] / seconds[jobs], 2)}
-
-
-def add_arguments_golden(p) -> None:
-    p.add_argument("--only", nargs="+", metavar="NAME", help="regenerate only these notebooks")
-
-
-def run_golden(args) -> int:
-    from .paths import repo_root
-
-    root = repo_root()
-    for name in args.only or NOTEBOOKS:
-        params = notebook_parameters(root, "ci", name, None)
-        out = root / "tests" / "golden" / f"{name}.ipynb"
-        seconds = execute(root, name, params, out)
-        print(f"{name}: golden copy written in {seconds:.0f} s", file=sys.stderr, flush=True)
-    return 0

@@ -204,13 +204,13 @@ def test_report_marks_a_notebook_whose_last_run_failed(tmp_path):
     assert "03_c FAILED after 5 s" in text and "01_a 30 s (4 runs trained)" in text
 
 
-def test_golden_is_a_command_of_the_reproduce_module():
+def test_golden_and_reproduce_are_commands_of_their_modules():
+    import icl.golden
     from icl.cli import COMMANDS, handler
 
-    assert COMMANDS["golden"][0] == "icl.reproduce"
-    assert handler("golden", "icl.reproduce") == (rep.add_arguments_golden, rep.run_golden)
+    assert COMMANDS["golden"][0] == "icl.golden" and COMMANDS["reproduce"][0] == "icl.reproduce"
+    assert handler("golden", "icl.golden") == (icl.golden.add_arguments, icl.golden.run)
     assert handler("reproduce", "icl.reproduce") == (rep.add_arguments, rep.run)
-
 
 def test_a_second_reproduction_of_the_same_profile_is_refused(tmp_path, monkeypatch):
     (tmp_path / "outputs").mkdir()
