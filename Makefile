@@ -17,12 +17,16 @@ JOBS    ?=
 
 VPY      := $(VENV)/bin/python
 TESTENV  := OMP_NUM_THREADS=1 MPLBACKEND=Agg
+# A second CPU for the notebook regression: torch's generic kernels and icl's C kernels built
+# without -march=native, as on a machine without AVX2 (scripts/variants.py runs every variant).
+SECOND_CPU := ATEN_CPU_CAPABILITY=default ICL_KERNEL_FLAGS=portable
+NBVAL    := $(VPY) -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider tests/golden/*.ipynb -q
 STAMP    := $(VENV)/.installed
 # Holds the TORCH value of the last install; rewritten only when TORCH changes, so that a
 # different TORCH triggers a reinstall while an unchanged one leaves the stamp up to date.
 TORCHSPEC := $(VENV)/.torch-spec
 
-.PHONY: help install test reproduce golden lab bench sync clean FORCE
+.PHONY: help install test test-fast variants reproduce golden lab bench sync clean FORCE
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -41,11 +45,16 @@ $(STAMP): pyproject.toml $(TORCHSPEC)
 
 install: $(STAMP) ## create .venv with torch (TORCH) and the icl package (editable)
 
-test: install ## unit tests, then nbval on tests/golden/*.ipynb (if any)
+test: install ## unit tests, then nbval on tests/golden/*.ipynb, here and as on a second CPU
 	$(TESTENV) $(VPY) -m pytest tests -q
-	if ls tests/golden/*.ipynb >/dev/null 2>&1; then \
-	  $(TESTENV) $(VPY) -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider tests/golden/*.ipynb -q; \
-	fi
+	$(TESTENV) $(NBVAL)
+	$(TESTENV) $(SECOND_CPU) $(NBVAL)
+
+test-fast: install ## the unit tests that start no process and train for no more than a second (about a minute)
+	$(TESTENV) $(VPY) -m pytest tests -q -m "not slow"
+
+variants: install ## make test's checks under every CPU-kernel, thread and C-build variant, with the spread of each checked number
+	$(VPY) scripts/variants.py --suite
 
 reproduce: install ## run every notebook at PROFILE (quick|paper|ci) on DEVICE into outputs/, JOBS at once
 	@$(VPY) -m icl reproduce --profile $(PROFILE) --device $(DEVICE) $(if $(JOBS),--jobs $(JOBS))

@@ -41,6 +41,7 @@ def test_the_plain_model_copies_one_model_of_a_stack():
     assert ref.step == 1 / 3 and torch.equal(ref.readout, stack.readout[1])  # s = 1/L, exactly as the reference sets it
 
 
+@pytest.mark.slow
 def test_bench_command_writes_json_and_markdown(tmp_path):
     out = tmp_path / "bench.json"
     small = ["--generalised-depths", "1", "2", "--generalised-size", "4", "6", "4", "2",
@@ -69,6 +70,7 @@ def test_bench_command_writes_json_and_markdown(tmp_path):
     assert sweep["cpu_seconds_per_step"]["icl"] > 0 and sweep["speedup_vs_one_after_another_cpu_time"] > 0
 
 
+@pytest.mark.slow
 def test_bench_only_runs_the_named_cases(tmp_path):
     out = tmp_path / "bench.json"
     code = main(["bench", "--json", str(out), "--generalised-depths", "2", "1", "--generalised-size", "4", "6", "4", "2",

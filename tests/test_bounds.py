@@ -112,6 +112,7 @@ print(peak[0] - base)
 
 @pytest.mark.parametrize("sizes,depths,fit", [({}, [1, 2, 4, 8, 16, 32, 64], 2048), ({"key_dim": 4}, [1, 16, 256], 2048)],
                          ids=["default", "rank 4 to depth 256"])
+@pytest.mark.slow
 def test_the_bound_memory_estimate_is_within_a_factor_of_two_of_the_measured_peak(sizes, depths, fit):
     import os
     import subprocess

@@ -329,6 +329,7 @@ seeds: [0, 1, 2, 3]
 
 
 
+@pytest.mark.slow
 def test_sweep_killed_by_sigkill_resumes_to_the_same_results(tmp_path, capsys):
     params = tmp_path / "tiny.yaml"
     params.write_text(KILL_SWEEP)

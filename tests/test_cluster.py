@@ -15,6 +15,7 @@ SWEEP = [tiny_config(model="softmax", depth=1), tiny_config(model="softmax", dep
          tiny_config(model="linear", depth=2, task="easy")]
 
 
+@pytest.mark.slow
 def test_local_executor_sweep_equals_local_sweep(tmp_path):
     assert len(groups(SWEEP)) == 2
     local = run_sweep(SWEEP, RunCache(tmp_path / "local"), progress=False)
@@ -39,6 +40,7 @@ def test_local_executor_sweep_equals_local_sweep(tmp_path):
     assert [r["final_loss"] for r in again] == [r["final_loss"] for r in local]
 
 
+@pytest.mark.slow
 def test_jobs_store_their_own_results(tmp_path):
     """Each job writes its group to the cache itself, so a sweep keeps finished jobs even if
     another job fails before run_sweep gets to store anything."""
@@ -61,6 +63,7 @@ def test_job_parameters_layer_defaults_environment_and_arguments(monkeypatch):
         job_parameters("slurm", {})
 
 
+@pytest.mark.slow
 def test_sweep_command_submits_through_submitit(tmp_path):
     """`python -m icl sweep PARAMS --executor submitit-local` lands in the same run cache."""
     from icl.cli import main

@@ -74,5 +74,5 @@ def test_ci_runs_the_readme_test_command():
 def test_make_help_lists_every_target():
     out = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     listed = {line.split()[0] for line in out.splitlines() if line.strip()}
-    wanted = {"help", "install", "test", "reproduce", "golden", "lab", "bench", "sync", "clean"}
+    wanted = {"help", "install", "test", "test-fast", "variants", "reproduce", "golden", "lab", "bench", "sync", "clean"}
     assert wanted <= listed, f"`make help` does not list: {sorted(wanted - listed)}"

@@ -88,6 +88,7 @@ ax.plot([0, 1], [1, 0])
 """
 
 
+@pytest.mark.slow
 def test_a_notebook_run_with_mplbackend_agg_embeds_its_figures(tmp_path):
     import jupytext
 

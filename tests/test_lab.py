@@ -60,6 +60,7 @@ def lab(tmp_path_factory):
         proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_lab_serves_the_repository_root(lab):
     top = {item["name"] for item in get(lab, "/api/contents/")["content"]}
     assert {"notebooks", "outputs", "README.md"} <= top

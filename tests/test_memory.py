@@ -50,6 +50,7 @@ CASES = [  # (config, depths): a few hundred MiB each, where the run's tensors d
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sizes,depths", CASES, ids=[c[0]["model"] for c in CASES])
 def test_estimate_is_within_a_factor_of_two_of_the_measured_peak(sizes, depths):
     cfg = dict(sizes, steps=2, eval_points=1, device="cpu")

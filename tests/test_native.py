@@ -178,6 +178,7 @@ def portable(tmp_path, monkeypatch):
     native.library.cache_clear()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", MODELS)
 def test_the_portable_build_computes_the_plain_algebra(model, portable):
     stack, batch = stack_and_batch(model, batch=24)
@@ -261,6 +262,7 @@ def built_kernels(tmp_path_factory) -> Path:
     return cache
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncated", "the other kernel's"])
 def test_a_damaged_kernel_library_is_rebuilt_with_a_one_line_notice(built_kernels, tmp_path, damage):
     """A truncated library was a bus error with no message; another kernel's library under this

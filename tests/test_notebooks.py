@@ -98,18 +98,21 @@ def test_parameter_files_set_each_key_once(path):
     assert len(keys) == len(set(keys)), f"{path.name}: {sorted(k for k in keys if keys.count(k) > 1)[0]!r} is set twice"
 
 
+@pytest.mark.slow
 def test_unknown_papermill_parameter_stops_the_notebook(tmp_path):
     r = run_papermill(tmp_path, "-p", "input_exponet", "1.3")
     assert r.returncode != 0
     assert "unknown parameter 'input_exponet'" in r.stderr + r.stdout
 
 
+@pytest.mark.slow
 def test_impossible_papermill_value_names_the_key(tmp_path):
     r = run_papermill(tmp_path, "-y", "depths: [0, 2]")  # -y passes YAML; -p would pass a string
     assert r.returncode != 0
     assert "depths" in r.stderr + r.stdout and "every depth must be >= 1" in r.stderr + r.stdout
 
 
+@pytest.mark.slow
 def test_nbval_fails_when_a_checked_number_changes(tmp_path):
     golden = nbformat.read(ROOT / "tests" / "golden" / "02_easy_nonlinear.ipynb", 4)
     cell = next(c for c in golden.cells if "# NBVAL_CHECK_OUTPUT" in c.source)
@@ -127,6 +130,7 @@ def test_nbval_fails_when_a_checked_number_changes(tmp_path):
     assert "9.99" in r.stdout
 
 
+@pytest.mark.slow
 def test_a_bad_papermill_value_shows_as_its_one_line(tmp_path):
     """The README's recipe (plain papermill, e.g. -p top_k 1.5 for notebook 03): the cell's error is
     its one line, not a ~50-line traceback through icl's checks; papermill's own frames may stay."""

@@ -29,6 +29,7 @@ def wait_for(condition, seconds: float) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_kill_9_of_reproduce_ends_its_workers_and_kernels_and_publishes_nothing(clone):
     """Its workers and kernels lived on and published 03 and 04 twelve seconds later."""
     log = open(clone / "run.log", "w")

@@ -62,6 +62,7 @@ def test_bad_reproduce_flags_exit_2(capsys, argv, word):
     one_error_line(capsys, ["reproduce", *argv], word)
 
 
+@pytest.mark.slow
 def test_make_reproduce_without_a_gpu_fails_fast_in_a_real_process():
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
@@ -85,6 +86,7 @@ def timed(cmd):
     return proc, time.perf_counter() - start, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+@pytest.mark.slow
 def test_bad_parameter_in_a_real_process_is_one_line_in_seconds():
     proc, seconds, cpu = timed([sys.executable, "-m", "icl", "reproduce", "--profile", "ci", "--only", "04_generalized",
                                 "-p", "key_dims", "[3, -1]"])
@@ -119,6 +121,7 @@ def scheduled(tmp_path, monkeypatch, jobs, fail=""):
     return results, {r["name"]: r for r in runs}, lines
 
 
+@pytest.mark.slow
 def test_jobs_run_notebooks_at_once_and_05_after_what_it_reads(tmp_path, monkeypatch):
     results, runs, lines = scheduled(tmp_path, monkeypatch, jobs=2)
     assert all(r["status"] == "ok" for r in results.values()) and set(runs) == set(rep.NOTEBOOKS)
@@ -133,6 +136,7 @@ def test_jobs_run_notebooks_at_once_and_05_after_what_it_reads(tmp_path, monkeyp
         assert sum(name in line and "done in" in line for line in lines) == 1
 
 
+@pytest.mark.slow
 def test_one_job_runs_in_order_with_the_profiles_threads(tmp_path, monkeypatch):
     results, runs, _ = scheduled(tmp_path, monkeypatch, jobs=1)
     order = sorted(runs, key=lambda n: runs[n]["start"])
@@ -140,6 +144,7 @@ def test_one_job_runs_in_order_with_the_profiles_threads(tmp_path, monkeypatch):
     assert all(r["omp"] is None for r in runs.values())
 
 
+@pytest.mark.slow
 def test_a_failed_dependency_stops_the_notebooks_that_read_it(tmp_path, monkeypatch):
     results, runs, lines = scheduled(tmp_path, monkeypatch, jobs=2, fail="03_difficult")
     assert results["03_difficult"]["status"] == "failed"
@@ -177,6 +182,7 @@ def test_publish_replaces_the_whole_folder_and_points_files_at_it(tmp_path):
     assert not paths["stage"].exists() and not paths["old"].exists()
 
 
+@pytest.mark.slow
 def test_a_failing_notebook_leaves_the_previous_outputs_and_names_its_log(tmp_path, monkeypatch):
     monkeypatch.setenv(paths_module.OUTPUT_ROOT_ENV, str(tmp_path))  # inherited by the notebook's kernel
     out = paths_module.make_own(tmp_path / "outputs" / "02_easy_nonlinear")
@@ -224,6 +230,7 @@ def test_a_second_reproduction_of_the_same_profile_is_refused(tmp_path, monkeypa
     rep.hold_lock(tmp_path, "ci").close()  # released
 
 
+@pytest.mark.slow
 def test_a_completed_notebook_is_published_into_its_output_folder(clone):
     """A real ci run in a copy of the repository: the staged folder replaces the output folder."""
     params = rep.notebook_parameters(clone, "ci", "02_easy_nonlinear", "cpu")
@@ -234,6 +241,7 @@ def test_a_completed_notebook_is_published_into_its_output_folder(clone):
     assert not rep.staging_paths(clone, params, "02_easy_nonlinear")["stage"].exists()
 
 
+@pytest.mark.slow
 def test_make_reproduce_runs_one_notebook_per_core_under_omp_num_threads_1():
     """`JOBS ?= $(shell nproc)` gave 1 under OMP_NUM_THREADS=1 (nproc obeys it): one notebook at a time."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

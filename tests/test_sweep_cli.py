@@ -106,6 +106,7 @@ def test_malformed_and_missing_yaml_exit_2_naming_the_file(capsys, tmp_path):
     one_error_line(capsys, ["sweep", str(tmp_path / "missing.yaml")], "missing.yaml")
 
 
+@pytest.mark.slow
 def test_bad_input_in_a_real_process_exits_2_with_one_line():
     proc = subprocess.run([sys.executable, "-m", "icl", "train", "--top-k", "99", "--context-length", "8"],
                           capture_output=True, text=True, cwd=ROOT, timeout=120,
