@@ -62,23 +62,9 @@ INLINE void forward_body(const float *x, const float *QK, const float *u, const 
                 float *st = stats ? stats + (up * B + b) * (int64_t)2 * P : lstats;
                 for (int p0 = 0; p0 < P; p0 += LANES) {
                     for (int c = 0; c < k; c++) qv[c] = load(qx + (int64_t)c * P + p0) * LOG2E;
-                    vec top[2] = {splat(-3.0e38f), splat(-3.0e38f)}; /* two chains of maxima */
-                    for (int q = 0; q < P; q += 2)
-                        for (int i = 0; i < 2; i++) {
-                            vec s = qv[0] * kx[q + i];
-                            for (int c = 1; c < k; c++) s += qv[c] * kx[(int64_t)c * P + q + i];
-                            S[q + i] = s;
-                            top[i] = vmax(top[i], s);
-                        }
-                    top[0] = vmax(top[0], top[1]);
-                    vec total = splat(0.0f);
-                    for (int q = 0; q < P; q++) {
-                        S[q] = vexp2(S[q] - top[0]);
-                        total += S[q];
-                    }
-                    vec inv = 1.0f / total;
+                    vec top, inv = block_softmax(qv, kx, P, k, S, &top);
                     product(S, rhs, P, P, R, out, P, p0, inv);
-                    store(st + p0, top[0]);
+                    store(st + p0, top);
                     store(st + P + p0, inv);
                 }
                 float *next = states + (ix.start[j + 1] + m) * (int64_t)B * P + (int64_t)b * P;

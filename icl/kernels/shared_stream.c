@@ -109,23 +109,9 @@ INLINE void forward_body(const float *z0, const float *QK, const float *V, const
                 query_row(qz, kz, zT, P, NP, D, k, readT, st, S);
                 for (int i0 = 0; i0 < P; i0 += LANES) { /* the context rows, 16 at a time */
                     for (int c = 0; c < k; c++) qv[c] = load(qz + (int64_t)c * NP + i0) * LOG2E;
-                    vec top[2] = {splat(-3.0e38f), splat(-3.0e38f)};
-                    for (int q = 0; q < P; q += 2)
-                        for (int h = 0; h < 2; h++) {
-                            vec s = qv[0] * kz[q + h];
-                            for (int c = 1; c < k; c++) s += qv[c] * kz[(int64_t)c * P + q + h];
-                            S[q + h] = s;
-                            top[h] = vmax(top[h], s);
-                        }
-                    top[0] = vmax(top[0], top[1]);
-                    vec total = splat(0.0f);
-                    for (int q = 0; q < P; q++) {
-                        S[q] = vexp2(S[q] - top[0]);
-                        total += S[q];
-                    }
-                    vec inv = 1.0f / total;
+                    vec top, inv = block_softmax(qv, kz, P, k, S, &top);
                     product(S, zT, NP, P, D, readT, NP, i0, inv);
-                    store(st + i0, top[0]);
+                    store(st + i0, top);
                     store(st + NP + i0, inv);
                 }
                 if (RD) memcpy(RD + at, readT, sizeof(float) * D * NP);

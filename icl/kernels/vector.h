@@ -102,6 +102,29 @@ static void product(const vec *a, const float *rows, int64_t rs, int n, int R, f
     for (; r0 < R; r0++) product_row(a, rows + r0 * rs, n, out + r0 * stride + lane0, scale);
 }
 
+/* The softmax over the P keys of a block of LANES query rows (the rows in the lanes): scores
+   s_q = sum_c qv[c] key[c P + q] (qv: the rows' k features, already times log2 e, so that exp2
+   gives exp), S[q] = 2^(s_q - max); returns 1 / sum_q S[q] and puts the rows' largest scores in
+   *top. Two chains of maxima hide vmax's latency, so P must be even. */
+static inline vec block_softmax(const vec *qv, const float *key, int P, int k, vec *S, vec *top_out) {
+    vec top[2] = {splat(-3.0e38f), splat(-3.0e38f)};
+    for (int q = 0; q < P; q += 2)
+        for (int i = 0; i < 2; i++) {
+            vec s = qv[0] * key[q + i];
+            for (int c = 1; c < k; c++) s += qv[c] * key[(int64_t)c * P + q + i];
+            S[q + i] = s;
+            top[i] = vmax(top[i], s);
+        }
+    top[0] = vmax(top[0], top[1]);
+    vec total = splat(0.0f);
+    for (int q = 0; q < P; q++) {
+        S[q] = vexp2(S[q] - top[0]);
+        total += S[q];
+    }
+    *top_out = top[0];
+    return 1.0f / total;
+}
+
 /* Aligned scratch memory of n vectors. */
 static inline vec *vectors(int64_t n) { return aligned_alloc(sizeof(vec), sizeof(vec) * (n > 0 ? n : 1)); }
 
@@ -139,9 +162,6 @@ static int layers_of(const int64_t *count, int nlayers, int m) {
     while (L < nlayers && count[L] > m) L++;
     return L;
 }
-
-/* n rows of P floats, `stride` apart (the features of one context), to and from a contiguous
-   block: rows 16 KiB apart would all fall into the same cache sets. */
 
 /* feat (n, cols) = Wt (n, d) xT[:, :cols]: features of tokens held feature-major (xT rows xs
    apart); cols is a multiple of 16. A block of 16 tokens at a time, its d vectors gathered into
