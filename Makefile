@@ -68,8 +68,12 @@ golden: install ## regenerate tests/golden/*.ipynb at the ci profile
 # A .py notebook opens as a notebook on double-click: jupytext's viewer is made the default for
 # Python files in this environment's JupyterLab settings (not the user's).
 LABVIEWER := $(VENV)/etc/jupyter/labconfig/default_setting_overrides.json
+# and JupyterLab's "get notified about official Jupyter news?" pop-up switched off for this lab.
 $(LABVIEWER): $(STAMP)
 	$(VENV)/bin/jupytext-config --settings-file $@ set-default-viewer python
+	$(VPY) -c 'import json, sys; p = sys.argv[1]; s = json.load(open(p)); \
+	  s["@jupyterlab/apputils-extension:notification"] = {"fetchNews": "false", "checkForUpdates": False}; \
+	  json.dump(s, open(p, "w"), indent=2)' $@
 
 lab: install $(LABVIEWER) ## open the repository (notebooks/, outputs/) in JupyterLab; .py notebooks open as notebooks
 	$(VENV)/bin/jupyter lab --allow-root --ServerApp.root_dir="$(CURDIR)"

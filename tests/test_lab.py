@@ -13,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "icl-test-token"
+pytestmark = pytest.mark.slow  # every test here starts a Jupyter server
 
 
 def lab_command() -> list[str]:
@@ -60,7 +61,6 @@ def lab(tmp_path_factory):
         proc.wait(timeout=30)
 
 
-@pytest.mark.slow
 def test_lab_serves_the_repository_root(lab):
     top = {item["name"] for item in get(lab, "/api/contents/")["content"]}
     assert {"notebooks", "outputs", "README.md"} <= top
@@ -77,3 +77,8 @@ def test_python_files_open_with_the_jupytext_notebook_view(lab):
     settings = get(lab, "/lab/api/settings/@jupyterlab/docmanager-extension:plugin")
     viewers = settings["schema"]["properties"]["defaultViewers"]["default"]
     assert viewers.get("python") == "Jupytext Notebook", viewers
+
+
+def test_the_lab_asks_no_question_about_jupyter_news(lab):
+    props = get(lab, "/lab/api/settings/@jupyterlab/apputils-extension:notification")["schema"]["properties"]
+    assert props["fetchNews"]["default"] == "false" and props["checkForUpdates"]["default"] is False, props
