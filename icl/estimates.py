@@ -321,3 +321,33 @@ def context_update_estimates(table: pd.DataFrame) -> dict[str, Estimate]:
     if u.empty:  # depth 1 only: no layer whose update is read
         return {k: Estimate.point(math.nan, 0) for k in ("u_span", "u_mean", "self_mass")}
     return over_seeds(stats, u.to_numpy(float), mass.to_numpy(float))
+
+
+def plateau(part: pd.DataFrame) -> Estimate:
+    """A sweep's plateau: its lowest mean loss over the depths (a linear model's, in notebook 03)."""
+    return paired(lambda sw: float(sw[1].mean(0).min()), part)
+
+
+def plateau_over(part: pd.DataFrame, reference: float) -> Estimate:
+    """A sweep's plateau over a fixed reference loss (e.g. its Monte Carlo floor)."""
+    return paired(lambda sw: float(sw[1].mean(0).min()) / reference, part)
+
+
+def with_floor_ratios(table: pd.DataFrame, sweeps: pd.DataFrame, linear: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """`table` (an estimate_table of `sweeps` by `by`) with the columns of `floor_ratio`: each sweep's
+    floor over the plateau of the linear sweep on the same spectrum, paired by seed."""
+    from .tables import SPECTRUM, part_of
+
+    out = table.copy()
+    for i, r in table.iterrows():
+        ratio = floor_ratio(part_of(sweeps, **{c: r[c] for c in by}), part_of(linear, **{c: r[c] for c in SPECTRUM}))
+        for col, v in estimate_columns("floor_ratio", ratio).items():
+            out.loc[i, col] = v
+    return out
+
+
+def by_spectrum(table: pd.DataFrame, name: str) -> dict:
+    """{'(a, b) = (..)': Estimate} of one estimate column, one entry per row of the table."""
+    from .tables import spectrum_label
+
+    return {spectrum_label(r.input_exponent, r.task_exponent): estimate(r, name) for _, r in table.iterrows()}

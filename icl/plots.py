@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .tables import fit_depths, seed_means
+from .tables import fit_depths, seed_means, spectrum_label  # noqa: F401 (spectrum_label: for the notebooks)
 
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 
@@ -28,10 +28,6 @@ def inline() -> None:
     shell = ipython.get_ipython() if ipython is not None else None
     if getattr(shell, "kernel", None) is not None and "inline" not in matplotlib.get_backend():
         shell.run_line_magic("matplotlib", "inline")
-
-
-def spectrum_label(a: float, b: float) -> str:
-    return f"(a, b) = ({a:g}, {b:g})"
 
 
 def loss_vs_depth(ax, df: pd.DataFrame, label: str, color=None, fit=None, value: str = "loss") -> None:

@@ -200,3 +200,20 @@ def selection_frame(results: list[dict], percentiles=(1, 10, 50, 90, 99)) -> pd.
         rows.append({"key_dim": c["key_dim"] or c["dim"], "depth": c["depth"], "seed": c["seed"],
                      **{f"p{p}": at[p] for p in percentiles}})
     return pd.DataFrame(rows)
+
+
+def part_of(df: pd.DataFrame, **values) -> pd.DataFrame:
+    """The rows of `df` whose columns equal `values` (e.g. key_dim=4, input_exponent=0.0)."""
+    mask = np.ones(len(df), dtype=bool)
+    for column, v in values.items():
+        mask &= (df[column] == v).to_numpy()
+    return df[mask]
+
+
+def spectrum_label(a: float, b: float) -> str:
+    return f"(a, b) = ({a:g}, {b:g})"
+
+
+def with_bounds(table: pd.DataFrame, bound_table: pd.DataFrame, top_k: int, on: list[str]) -> pd.DataFrame:
+    """`table` with the softmax and mixture bounds of its rows' task (`bounds.table`), for `top_k`."""
+    return table.merge(bound_table[bound_table.top_k == top_k][[*on, "single_bound", "mixture_bound"]], on=on)

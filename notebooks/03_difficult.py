@@ -191,17 +191,17 @@ bound_table.round(4)
 
 # %%
 label = lambda spec, extra="": plots.spectrum_label(*spec) + extra
-panels = lambda groups, name: nb.save_figure(s, plots.curve_panels(groups), name)
 seed0 = s["seeds"][0]
-curves = {"softmax": panels({label(p, f", key_dim {k}"): runs_of(main, p, key_dim=k, seed=seed0) for p in s["spectra"]
-                             for k in key_dims}, "curves_softmax"),
-          "linear": panels({label(p, ", linear"): runs_of(linear, p, seed=seed0) for p in s["spectra"]}, "curves_linear")}
+nb.save_figure(s, plots.curve_panels({label(p, f", key_dim {k}"): runs_of(main, p, key_dim=k, seed=seed0)
+                                      for p in s["spectra"] for k in key_dims}), "curves_softmax")
+nb.save_figure(s, plots.curve_panels({label(p, ", linear"): runs_of(linear, p, seed=seed0) for p in s["spectra"]}),
+               "curves_linear")
 
 # %%
-curves["extra"] = panels({**{label(p, f", key_dim {k}"): runs_of(joint, p, key_dim=k, seed=seed0) for p in s["joint_spectra"]
-                             for k in key_dims},
-                          **{label(p, f", top-{s['wide_top_k']}, key_dim {k}"): runs_of(wide, p, key_dim=k, seed=seed0)
-                             for p in s["wide_spectra"] for k in key_dims}}, "curves_extra")
+nb.save_figure(s, plots.curve_panels({
+    **{label(p, f", key_dim {k}"): runs_of(joint, p, key_dim=k, seed=seed0) for p in s["joint_spectra"] for k in key_dims},
+    **{label(p, f", top-{s['wide_top_k']}, key_dim {k}"): runs_of(wide, p, key_dim=k, seed=seed0)
+       for p in s["wide_spectra"] for k in key_dims}}), "curves_extra")
 not_converged = df[~df.converged][["sweep", "model", "key_dim", "input_exponent", "task_exponent", "depth", "seed", "plateau"]]
 print(f"{len(not_converged)} of {len(df)} runs had not reached their plateau")
 not_converged
@@ -233,14 +233,13 @@ for a, b in s["spectra"]:
     cfg = s.config(task="difficult", model="linear", input_exponent=a, task_exponent=b, key_dim=s["linear_key_dim"])
     pop = theory.linear_floor_mc(cfg, n_contexts=s["mc_contexts"])
     emp = theory.linear_floor_mc(cfg, n_contexts=s["mc_contexts"], covariance="empirical")
-    part = frames["linear"].query("input_exponent == @a and task_exponent == @b")
-    best = estimates.paired(lambda sw: sw[1].mean(0).min(), part)
+    part = tables.part_of(frames["linear"], input_exponent=a, task_exponent=b)
+    best = estimates.plateau(part)
     floors.append({"input_exponent": a, "task_exponent": b, "n_seeds": best.n_seeds, "mc_floor": pop["loss"],
                    "mc_floor_se": pop["se"], "mc_floor_empirical": emp["loss"],
                    **estimates.estimate_columns("linear_best", best),
                    **estimates.estimate_columns("settle_ratio", estimates.settle_ratio(part, 2)),
-                   **estimates.estimate_columns("floor_match", estimates.paired(
-                       lambda sw: sw[1].mean(0).min() / emp["loss"], part)),
+                   **estimates.estimate_columns("floor_match", estimates.plateau_over(part, emp["loss"])),
                    "relative_gap_population": best.value / pop["loss"] - 1})
 table3 = pd.DataFrame(floors)
 nb.save_table(s, table3, "table3_linear_floor")
@@ -267,14 +266,8 @@ linear_png = nb.save_figure(s, fig, "linear_vs_depth")
 
 # %%
 RANKED = ["key_dim", *tables.SPECTRUM]
-with_bounds = lambda t, k: t.merge(bound_table[bound_table.top_k == k][RANKED + ["single_bound", "mixture_bound"]], on=RANKED)
-table1 = with_bounds(estimates.estimate_table(frames["main"], RANKED), s["top_k"])
-lin_part = lambda a, b: frames["linear"].query("input_exponent == @a and task_exponent == @b")
-for i, r in table1.iterrows():
-    part = frames["main"].query("key_dim == @r.key_dim and input_exponent == @r.input_exponent and task_exponent == @r.task_exponent")
-    ratio = estimates.floor_ratio(part, lin_part(r.input_exponent, r.task_exponent))
-    for col, v in estimates.estimate_columns("floor_ratio", ratio).items():
-        table1.loc[i, col] = v
+table1 = tables.with_bounds(estimates.estimate_table(frames["main"], RANKED), bound_table, s["top_k"], RANKED)
+table1 = estimates.with_floor_ratios(table1, frames["main"], frames["linear"], RANKED)
 table1["deepest_over_bound"] = table1.R_deepest / table1.single_bound
 nb.save_table(s, table1, "table1_softmax_fits")
 
@@ -284,7 +277,7 @@ def sweep_grid(frame, specs, top_k, name, plateau=None):
     fig, axes = plt.subplots(len(specs), len(key_dims), figsize=(3.1 * len(key_dims), 2.6 * len(specs)),
                              squeeze=False, sharex=True, layout="constrained")
     for (i, p), (j, k) in ((ip, jk) for ip in enumerate(specs) for jk in enumerate(key_dims)):
-        part = frame.query("input_exponent == @p[0] and task_exponent == @p[1] and key_dim == @k")
+        part = tables.part_of(frame, input_exponent=p[0], task_exponent=p[1], key_dim=k)
         plots.sweep_with_bounds(axes[i, j], part, bnds[(top_k, tuple(p), k)], label(p, f", key_dim {k}"))
         if plateau is not None:
             axes[i, j].axhline(plateau[tuple(p)], color="k", ls="-.", lw=0.8, label="linear plateau")
@@ -414,13 +407,12 @@ pd.DataFrame({k: {p: estimates.interval_text(e, 3) for p, e in row.items()} for 
 # ## C10: jointly nonzero spectra and top-16 aggregation at every rank (Table 4 in our numbers)
 
 # %%
-table4 = pd.concat([with_bounds(estimates.estimate_table(frames["joint"], RANKED), s["top_k"]).assign(top_k=s["top_k"]),
-                    with_bounds(estimates.estimate_table(frames["wide"], RANKED), s["wide_top_k"]).assign(top_k=s["wide_top_k"])],
-                   ignore_index=True)
+table4 = pd.concat([tables.with_bounds(estimates.estimate_table(frames[f], RANKED), bound_table, k, RANKED).assign(top_k=k)
+                    for f, k in (("joint", s["top_k"]), ("wide", s["wide_top_k"]))], ignore_index=True)
 nb.save_table(s, table4, "table4_other_targets")
 joint_png = sweep_grid(frames["joint"], s["joint_spectra"], s["top_k"], "joint_vs_depth")
 other_png = sweep_grid(frames["wide"], s["wide_spectra"], s["wide_top_k"], "other_targets_vs_depth")
-sweeps_of = lambda name, k: [g for _, g in frames[name][frames[name].key_dim == k].groupby(tables.SPECTRUM)]
+sweeps_of = lambda name, k: [g for _, g in tables.part_of(frames[name], key_dim=k).groupby(tables.SPECTRUM)]
 deviation_gap = {k: estimates.deviation_gap(sweeps_of("wide", k), sweeps_of("main", k) + sweeps_of("joint", k))
                  for k in key_dims}
 table4[["top_k", *RANKED, "n_seeds", "alpha", "alpha_lo95", "alpha_hi95", "fall", "R_deepest", "single_bound",
@@ -430,29 +422,32 @@ table4[["top_k", *RANKED, "n_seeds", "alpha", "alpha_lo95", "alpha_hi95", "fall"
 # ## Verdicts
 
 # %%
-of_rank = lambda t, k: t[t.key_dim == k]
+rank = {k: {name: tables.part_of(t, key_dim=k) for name, t in dict(table1=table1, table4=table4, table5=table5).items()}
+        for k in key_dims}  # each table's rows at each rank
 checks = {"C3": rules.c3(table3), "C6b": rules.c6b(collapse_ratio, strong_first),
-          "C4": {k: rules.c4(of_rank(table1, k)) for k in key_dims},
-          "C5": {k: rules.c5(of_rank(table5, k), identity[k]) for k in key_dims},
+          "C4": {k: rules.c4(rank[k]["table1"]) for k in key_dims},
+          "C5": {k: rules.c5(rank[k]["table5"], identity[k]) for k in key_dims},
           "C9": {k: rules.c9(ratios[k]) for k in key_dims},
-          "C10": {k: rules.c10(of_rank(table4, k), of_rank(table4[table4.top_k == s["top_k"]], k), deviation_gap[k])
+          "C10": {k: rules.c10(rank[k]["table4"], tables.part_of(rank[k]["table4"], top_k=s["top_k"]), deviation_gap[k])
                   for k in key_dims}}
-by_spectrum = lambda t, col: {label((a, b)): estimates.estimate(r, col) for (a, b), r in
-                              t.set_index(tables.SPECTRUM).iterrows()}
-measured = {
-    "C4": lambda k: {"alpha": by_spectrum(of_rank(table1, k), "alpha"), "L0": by_spectrum(of_rank(table1, k), "L0"),
-                     "R_deepest / R_1": by_spectrum(of_rank(table1, k), "fall"),
-                     "floor / linear plateau": by_spectrum(of_rank(table1, k), "floor_ratio"),
-                     "all converged": bool(of_rank(frames["main"], k).converged.all())},
-    "C5": lambda k: {"max identity error": identity[k], "gamma": by_spectrum(of_rank(table5, k), "gamma"),
-                     "disagreement slope": by_spectrum(of_rank(table5, k), "disagreement_slope")},
-    "C9": lambda k: {f"{p} deepest / depth 1": e for p, e in ratios[k].items()},
-    "C10": lambda k: {"alpha": {f"top-{t.top_k} {label((t.input_exponent, t.task_exponent))}": estimates.estimate(t, "alpha")
-                                for _, t in of_rank(table4, k).iterrows()},
-                      "R_deepest / R_1": {f"top-{t.top_k} {label((t.input_exponent, t.task_exponent))}":
-                                          estimates.estimate(t, "fall") for _, t in of_rank(table4, k).iterrows()},
-                      "mean |alpha - 1|, top-16 minus top-2": deviation_gap[k]},
-}
+
+
+def measured(cid: str, k: int) -> dict:
+    """The numbers the record of claim `cid` at rank k shows (its checks are added to them)."""
+    t1, t4, t5 = rank[k]["table1"], rank[k]["table4"], rank[k]["table5"]
+    top = {f"top-{t.top_k} {label((t.input_exponent, t.task_exponent))}": t for _, t in t4.iterrows()}
+    return {"C4": {"alpha": estimates.by_spectrum(t1, "alpha"), "L0": estimates.by_spectrum(t1, "L0"),
+                   "R_deepest / R_1": estimates.by_spectrum(t1, "fall"),
+                   "floor / linear plateau": estimates.by_spectrum(t1, "floor_ratio"),
+                   "all converged": bool(tables.part_of(frames["main"], key_dim=k).converged.all())},
+            "C5": {"max identity error": identity[k], "gamma": estimates.by_spectrum(t5, "gamma"),
+                   "disagreement slope": estimates.by_spectrum(t5, "disagreement_slope")},
+            "C9": {f"{p} deepest / depth 1": e for p, e in ratios[k].items()},
+            "C10": {"alpha": {n: estimates.estimate(t, "alpha") for n, t in top.items()},
+                    "R_deepest / R_1": {n: estimates.estimate(t, "fall") for n, t in top.items()},
+                    "mean |alpha - 1|, top-16 minus top-2": deviation_gap[k]}}[cid]
+
+
 texts = {
     "C4": ("Softmax attention on the top-2 task keeps improving with depth, with a fitted exponent close to one for "
            "every spectrum and a floor well below the linear plateau.", softmax_png,
@@ -470,13 +465,13 @@ texts = {
             "|alpha - 1| larger"),
 }
 for cid, (text, figure, criterion) in texts.items():
-    regimes = {f"key_dim {k}": {"status": rules.RULES[cid](checks[cid][k]), "measured": {**measured[cid](k), **checks[cid][k]}}
+    regimes = {f"key_dim {k}": {"status": rules.RULES[cid](checks[cid][k]), "measured": {**measured(cid, k), **checks[cid][k]}}
                for k in key_dims}
     claim_by_regime(s, cid, text, regimes, figure, criterion)
 claim(s, "C3", "Linear attention on the top-2 task settles within one or two layers on a spectrum-dependent plateau "
       "that matches the Monte Carlo irreducible loss.", rules.RULES["C3"](checks["C3"]),
-      {"linear plateau": by_spectrum(table3, "linear_best"), "R_2 / plateau": by_spectrum(table3, "settle_ratio"),
-       "plateau / MC floor (S)": by_spectrum(table3, "floor_match"), **checks["C3"]}, linear_png,
+      {"linear plateau": estimates.by_spectrum(table3, "linear_best"), "R_2 / plateau": estimates.by_spectrum(table3, "settle_ratio"),
+       "plateau / MC floor (S)": estimates.by_spectrum(table3, "floor_match"), **checks["C3"]}, linear_png,
       f"R_2 within {rules.LINEAR_SETTLE:.0%} of the lowest linear loss; lowest within {rules.MC_TOL:.0%} of the MC floor "
       "built from the context covariance S (revised from the population covariance: the model sees only its context)")
 claim(s, "C6b", "Softmax attention learns strong and weak modes at similar rates (normalised mode-wise curves collapse); "

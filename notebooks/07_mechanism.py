@@ -137,9 +137,9 @@ def task_config(p: dict, cell: regimes.Cell) -> RunConfig:
                                 "key_dim": cell.key_dim, "input_exponent": first[0], "task_exponent": first[1]})
 
 
-source_of = lambda c: p03 if (c.dim, c.context_length) == (d03, P03) else params["06_regimes"]
+source_of = {c: p03 if (c.dim, c.context_length) == (d03, P03) else params["06_regimes"] for c in cells}
 depths_of = {c: sorted(trained[regimes.cells_mask(trained, c)].depth.unique()) for c in cells}
-bounds_of = {c: bounds.bounds(task_config(source_of(c), c), depths_of[c], source_of(c)["fit_contexts"], cache=s.cache)
+bounds_of = {c: bounds.bounds(task_config(source_of[c], c), depths_of[c], source_of[c]["fit_contexts"], cache=s.cache)
              for c in cells}
 table = regimes.regime_table(trained, bounds_of)
 rows = []
@@ -187,8 +187,9 @@ baselines_png = nb.save_figure(s, fig, "baselines")
 # %%
 sub_cols = ["dim", "context_length", "key_dim", "depth", "seed", "overlap", "random_overlap", "coverage_error",
             "effective_rank", "query_overlap", "query_key_alignment", "temperature"]
-sub_table = trained[trained.depth > 1][sub_cols].assign(
-    random_coverage=lambda t: [subspaces.random_coverage(int(L), int(d), int(k)) for L, d, k in zip(t.depth, t.dim, t.key_dim)])
+sub_table = trained[trained.depth > 1][sub_cols].copy()
+sub_table["random_coverage"] = [subspaces.random_coverage(L, d, k) for L, d, k in zip(sub_table.depth, sub_table.dim,
+                                                                                       sub_table.key_dim)]
 nb.save_table(s, sub_table, "subspaces")
 fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
 for i, c in enumerate(cells):
@@ -268,10 +269,10 @@ r5_cells = {c.label(): estimates.subspace_ratios(trained[regimes.cells_mask(trai
 r6_ranks = {}
 for k in s["ablation_key_dims"]:
     m, deep = subspaces.block_size(d03, k), max(p03["depths"])
-    frozen = lambda kind: ablation[(ablation.key_dim == k) & (ablation.subspace == kind)]
+    tiled, rand = (tables.part_of(ablation, key_dim=k, subspace=kind) for kind in ("tiled", "random"))
     trained_k = main[(main.key_dim == k) & main.seed.isin(s["ablation_seeds"])]
-    r6_ranks[f"key_dim {k}"] = {"tiled / trained": [estimates.depth_ratio(frozen("tiled"), trained_k, L) for L in (m, deep)],
-                                "random / tiled": estimates.depth_ratio(frozen("random"), frozen("tiled"), m)}
+    r6_ranks[f"key_dim {k}"] = {"tiled / trained": [estimates.depth_ratio(tiled, trained_k, L) for L in (m, deep)],
+                                "random / tiled": estimates.depth_ratio(rand, tiled, m)}
 R4 = {"R4a": "random_subspace", "R4b": "complementary_subspace"}  # one claim per baseline
 checks = {cid: rules.r4(table, kind) for cid, kind in R4.items()}
 checks.update(R5=rules.r5(r5_cells), R6=rules.r6(r6_ranks))
