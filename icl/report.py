@@ -8,19 +8,9 @@ import os
 import re
 from pathlib import Path
 
+from . import summary
+
 REGIMES = "06_regimes"
-REGIME_COLUMNS = {"dim": "d", "context_length": "P", "key_dim": "key_dim", "n_seeds": "seeds", "depth_max": "deepest",
-                  "R_1": "R_1", "R_deepest": "R_deepest", "alpha [95 %]": "alpha [95 % interval]",
-                  "single_bound": "softmax bound", "mixture_bound": "mixture bound",
-                  "deep_beats_single": "deep beats best single layer"}
-
-
-def with_interval(table, name: str, digits: int = 2) -> list[str]:
-    """A table's estimate column as '1.23 [1.10, 1.41]' per row (see `icl.estimates.estimate_columns`)."""
-    return [f"{r[name]:.{digits}f} [{r[name + '_lo95']:.{digits}f}, {r[name + '_hi95']:.{digits}f}]"
-            if r.get(name + "_lo95") == r.get(name + "_lo95") else f"{r[name]:.{digits}f}" for _, r in table.iterrows()]
-
-
 def regime_section(base: Path) -> str:
     """What a reader should see first: the bound, where inverse-depth decay appears, the full-rank
     result and the regime figure, in numbers from notebook 06 (empty if it has not run)."""
@@ -28,8 +18,6 @@ def regime_section(base: Path) -> str:
     if not path.exists():
         return ""
     import pandas as pd
-
-    from .notebook import markdown_table
 
     rows = json.loads(path.read_text())["numbers"]["regimes"]
     table = pd.DataFrame(rows)
@@ -51,15 +39,14 @@ def regime_section(base: Path) -> str:
         lines.append(f"- **Rank-limited** (key_dim < d, {len(limited)} cells): the loss falls from R_1 = "
                      f"{limited.R_1.min():.3f}–{limited.R_1.max():.3f} to R_deepest = {limited.R_deepest.min():.3f}–"
                      f"{limited.R_deepest.max():.3f}, fitted α from {limited.alpha.min():.2f} to {limited.alpha.max():.2f}; "
-                     f"the deepest models end at {ratio.min():.2f}–{ratio.max():.2f} × the softmax bound (claims R3, R4).")
+                     f"the deepest models end at {ratio.min():.2f}–{ratio.max():.2f} × the softmax bound (claim R3).")
     beats = table[table.deep_beats_single]
     lines.append(f"- A deep model beat the best single layer of its (d, P) in {len(beats)} of {len(table)} cells"
                  + (": " + ", ".join(f"d={r.dim} P={r.context_length} key_dim={r.key_dim} "
                                      f"({_pct(1 - r.R_deepest / r.best_single_layer)})" for r in beats.itertuples())
                     if len(beats) else "") + ".\n")
     lines.append(f"![regime map]({REGIMES}/regime_map.png)\n")
-    table["alpha [95 %]"] = with_interval(table, "alpha")
-    lines.append(markdown_table(table[list(REGIME_COLUMNS)].rename(columns=REGIME_COLUMNS)))
+    lines.append(summary.regime_table(base))
     return "\n".join(lines) + "\n"
 
 
@@ -107,16 +94,28 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
                            "figure": figure_link(root, base, c["figure"])}
                           for c in rows])
     times = json.loads((base / "timings.json").read_text()) if (base / "timings.json").exists() else {}
+    history = root / "docs" / "history.md"
     text = (f"# Reproduction report ({profile} profile)\n\n"
             "Each row is one claim of the paper in our words, the numbers our runs measured, and the verdict "
-            "under the criterion written in the notebook before the numbers were computed.\n\n"
-            + failure_lines(times) + regime_section(base) + "## The claims\n\n"
-            + (markdown_table(table) if rows else "No results yet: run `make reproduce`.\n")
+            "under the criterion written in the notebook before the numbers were computed. A number is given as "
+            "value [95 % interval over seeds] (seeds).\n\n"
+            + failure_lines(times) + summary.alpha_answer(base) + section("C4's exponents (notebook 03)", summary.c4_table(base))
+            + regime_section(base) + section("The mechanism (notebook 07)", summary.mechanism_table(root, base),
+                                              f"![ablation](07_mechanism/ablation.png)\n")
+            + "## The claims\n\n" + (markdown_table(table) if rows else "No results yet: run `make reproduce`.\n")
             + "\n" + rank_section(rows, _short)
             + "\n## The criteria\n\n" + "".join(f"- `{c['id']}` criterion: {c['criterion']}\n" for c in rows)
+            + ("\n" + history.read_text().replace("# ", "## ", 1).replace("](../", "](../") if history.exists() else "")
             + timing_line(times))
     (base / "REPORT.md").write_text(text)
+    if base.resolve() == (root / "outputs").resolve():  # the committed quick-profile outputs: the README shows them
+        summary.update_readme(root, summary.readme_block(root, base, rows))
     return base / "REPORT.md"
+
+
+def section(title: str, body: str, after: str = "") -> str:
+    """A report section, or nothing where its notebook has not run."""
+    return f"## {title}\n\n{body}\n{after}\n" if body else ""
 
 
 def timing_line(times: dict) -> str:
