@@ -7,7 +7,9 @@
 # 1. builds .venv if needed (`make install`, honouring TORCH when it is set);
 # 2. stops with a clear message unless that torch sees a CUDA device;
 # 3. `python -m icl bench --device cuda` (icl against plain full attention, on the GPU);
-# 4. a short paper-profile-like sweep on the GPU: softmax, difficult task, depths 1..256 in one
+# 4. the paper profile's plan on the GPU (`icl reproduce --profile paper --device cuda --plan`:
+#    runs, steps, FLOPs, the largest group's memory against the GPU's, a time from steps timed there);
+# 5. a short paper-profile-like sweep on the GPU: softmax, difficult task, depths 1..256 in one
 #    batched stack, dim 32, context 128, key_dim 8, batch 512, STEPS steps (default 300);
 # and prints steps per second for both. Everything lands in OUT (default outputs/gpu_smoke/).
 set -euo pipefail
@@ -28,10 +30,13 @@ if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1
 fi
 "$PY" -c 'import torch; print("gpu_smoke:", torch.__version__, torch.cuda.get_device_name(0))'
 
-echo "gpu_smoke: [1/2] bench on cuda"
+echo "gpu_smoke: [1/3] bench on cuda"
 "$PY" -m icl bench --device cuda --json "$OUT/bench.json"
 
-echo "gpu_smoke: [2/2] paper-like softmax sweep, depths 1..256, $STEPS steps"
+echo "gpu_smoke: [2/3] the paper profile's plan on cuda"
+"$PY" -m icl reproduce --profile paper --device cuda --plan 2>&1 | tee "$OUT/plan.txt"
+
+echo "gpu_smoke: [3/3] paper-like softmax sweep, depths 1..256, $STEPS steps"
 cat > "$OUT/sweep.yaml" <<EOF
 # written by scripts/gpu_smoke.sh
 model: softmax

@@ -81,6 +81,22 @@ def spread_table(collected: dict) -> list[dict]:
     return rows
 
 
+def markdown(names: list[str], rows: list[dict], passed: dict) -> str:
+    """Per notebook: how many numbers its checked cells print, the largest relative spread of one
+    of them over the variants, and whether every printed line was the same; the suite per variant."""
+    out = [f"# Checked numbers under {len(names)} variants", "", "Variants (ATEN_CPU_CAPABILITY, OMP_NUM_THREADS, "
+           "C kernel build): " + "; ".join(names) + ".", "",
+           "| notebook | checked numbers | largest relative spread | printed lines the same |", "|---|---|---|---|"]
+    for nb in dict.fromkeys(r["notebook"] for r in rows):
+        mine = [r for r in rows if r["notebook"] == nb]
+        spread = max((r["max"] - r["min"]) / max(abs(r["max"]), 1e-300) for r in mine)
+        out.append(f"| {nb} | {len(mine)} | {spread:.1e} | {'yes' if all(r['same text'] for r in mine) else '**no**'} |")
+    if passed:
+        out += ["", "`make test`'s two commands: " + "; ".join(f"{v} {'passed' if ok else '**failed**'}"
+                                                          for v, ok in passed.items()) + "."]
+    return "\n".join(out) + "\n"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--suite", action="store_true", help="also run make test's two commands under each variant")
@@ -110,6 +126,7 @@ def main() -> int:
         print("suite: " + ", ".join(f"{v} {'passed' if ok else 'FAILED'}" for v, ok in passed.items()))
     Path(args.json).write_text(json.dumps({"variants": list(collected), "lines": collected, "table": rows,
                                            "suite": passed}, indent=1))
+    Path(args.json).with_suffix(".md").write_text(markdown(list(collected), rows, passed))
     same = all(r["same text"] for r in rows)
     return 0 if same and all(passed.values()) else 1
 
