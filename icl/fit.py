@@ -128,6 +128,12 @@ def fit_power_law(depths, losses, L0: float | None = None, errors=None, strict: 
         return np.log(floor + np.exp(p[1] - p[0] * logL))
 
     resid = lambda p: (logR - model(p)) / sigma
+
+    def jacobian(p):  # d resid / d p, analytic: a third of the evaluations of finite differences
+        floor = p[2] if L0 is None else L0
+        u = np.exp(p[1] - p[0] * logL)
+        cols = [u * logL, -u, -np.ones_like(u)][:n_params]
+        return np.stack(cols, axis=1) / ((floor + u) * sigma)[:, None]
     best = None
     for x0 in _starts(L, R, L0):
         x0 = x0 if L0 is None else x0[:2]
@@ -135,7 +141,7 @@ def fit_power_law(depths, losses, L0: float | None = None, errors=None, strict: 
             x0[2] = min(x0[2], 0.99 * floor_max)
         lower, upper = [-np.inf, -np.inf, 0.0][:n_params], [np.inf, np.inf, floor_max][:n_params]
         with np.errstate(over="ignore", invalid="ignore"):
-            sol = least_squares(resid, x0, bounds=(lower, upper), method="trf", x_scale="jac",
+            sol = least_squares(resid, x0, jac=jacobian, bounds=(lower, upper), method="trf", x_scale="jac",
                                 max_nfev=max_nfev, ftol=1e-12, xtol=1e-12, gtol=1e-12)
         if sol.success and np.isfinite(sol.cost) and (best is None or sol.cost < best.cost):
             best = sol

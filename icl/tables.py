@@ -9,6 +9,7 @@ exponent in this repository comes from one code path.
 """
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -39,7 +40,17 @@ def fit_curve(depths, means, L0: float | None = None, errors=None, floor_below_m
     for the sensitivity tables). A fit that fails returns NaNs with converged=False."""
     means = np.asarray(means, float)
     cap = float(means.min()) if floor_below_min and L0 is None else math.inf
-    return fit_power_law(np.asarray(depths, float), means, L0=L0, errors=errors, strict=False, floor_max=cap)
+    errors = None if errors is None else tuple(np.asarray(errors, float).tolist())
+    return _fit_once(tuple(np.asarray(depths, float).tolist()), tuple(means.tolist()), L0, errors, cap)
+
+
+@functools.lru_cache(maxsize=65536)
+def _fit_once(depths: tuple, means: tuple, L0, errors, cap: float) -> PowerLawFit:
+    """fit_power_law, memoised: the bootstrap intervals of several statistics of one sweep (its
+    exponent, its floor over a reference, a figure's fit) refit the same seed-resampled mean curves,
+    and a PowerLawFit is immutable, so each distinct curve is fitted once per process."""
+    return fit_power_law(np.asarray(depths), np.asarray(means), L0=L0, errors=None if errors is None else np.asarray(errors),
+                         strict=False, floor_max=cap)
 
 
 def fit_depths(df: pd.DataFrame, value: str = "loss", L0: float | None = None, weighted: bool = False,
