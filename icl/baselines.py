@@ -1,4 +1,4 @@
-"""Untrained ensembles of rank-limited softmax layers: what depth gives with no learning (SPEC §8).
+"""Untrained ensembles of rank-limited softmax layers: what depth gives with no learning (notebook 07).
 
 A layer reads the context through a k-dimensional subspace U_l (d, k) and scores a token by the
 inner product of the projections, as a rank-k bilinear layer does: s_l(x_q, x_mu) =

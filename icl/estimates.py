@@ -1,5 +1,5 @@
 """Numbers with their uncertainty: the statistics of depth sweeps that verdicts read, each with
-bootstrap intervals over seeds (`icl.intervals`, SPEC §9).
+bootstrap intervals over seeds (`icl.intervals`).
 
 A sweep is the rows of a losses frame (`notebook.losses_frame`) of one (model, task, rank,
 spectrum): one row per (seed, depth). Its statistics are computed from its (seeds, depths) matrix

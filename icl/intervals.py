@@ -1,4 +1,4 @@
-"""How sure a number is: bootstrap intervals over seeds (SPEC §9).
+"""How sure a number is: bootstrap intervals over seeds (the verdict rule: docs/statistics.md).
 
 A number a verdict uses (a fitted exponent, a floor, a ratio of two losses) is a statistic of one
 or more sweeps, each a matrix of losses with one row per seed and one column per depth. Resampling

@@ -1,4 +1,4 @@
-"""The plain algebra of the five models (paper §2 and §C, SPEC §2), one model of depth L at a time.
+"""The plain algebra of the five models (paper §2 and §C), one model of depth L at a time.
 
 Written the way a reader would write them: a loop over layers, every layer full masked attention
 over the P context tokens and the query (the query is the last of P + 1 tokens, and no token

@@ -1,4 +1,4 @@
-"""The subspaces rank-limited layers read through (SPEC §8): how to draw them, and how to measure
+"""The subspaces rank-limited layers read through (notebook 07): how to draw them, and how to measure
 them in a trained stack.
 
 A layer with query and key matrices Q_l, K_l of rank k scores a context token by

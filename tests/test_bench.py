@@ -41,6 +41,12 @@ def test_the_plain_model_copies_one_model_of_a_stack():
     assert ref.step == 1 / 3 and torch.equal(ref.readout, stack.readout[1])  # s = 1/L, exactly as the reference sets it
 
 
+def ratio_of_rates(case: dict, other: str) -> float:
+    """What a case's speed-up must be: icl's steps per second over the other side's."""
+    rates = case["steps_per_second"]
+    return rates["icl"] / rates[other]
+
+
 @pytest.mark.slow
 def test_bench_command_writes_json_and_markdown(tmp_path):
     out = tmp_path / "bench.json"
@@ -56,10 +62,12 @@ def test_bench_command_writes_json_and_markdown(tmp_path):
                      "softmax sweep 1-2 (quick shape)", "softmax sweep 1-4"]
     assert all(c["same"] for c in result["cases"])
     for c in result["cases"][3:5]:  # against their first implementation, at their own size
-        assert c["speedup_vs_reference"] > 0 and c["target_of"] == "speedup_vs_reference" and c["key_dim"] == 2
+        assert c["speedup_vs_reference"] == pytest.approx(ratio_of_rates(c, "reference"), rel=1e-9)
+        assert c["target_of"] == "speedup_vs_reference" and c["key_dim"] == 2
         assert c["error_ratio"] <= FACTOR and "layer_preds" in c["agreement"]
     quick = result["cases"][5]  # against the same stack without the kernels
-    assert quick["target_of"] == "speedup_vs_reference" and quick["speedup_vs_reference"] > 0
+    assert quick["target_of"] == "speedup_vs_reference"
+    assert quick["speedup_vs_reference"] == pytest.approx(ratio_of_rates(quick, "reference"), rel=1e-9)
     deep = result["cases"][6]
     assert deep["shallow_depths"] == [1, 2, 4] and deep["ratio_to_shallow"] > 0 and deep["memory_met"]
     assert "softmax sweep 1-4 (7 layers)" in out.with_suffix(".md").read_text()
@@ -67,7 +75,9 @@ def test_bench_command_writes_json_and_markdown(tmp_path):
     assert sweep["target_of"] == "speedup_vs_one_after_another" and "reference" not in sweep["steps_per_second"]
     assert result["machine"]["peak_gflops"] > 0 and result["machine"]["max_rss_mib"] > 0
     assert "| linear sweep 1-2 | 3 |" in out.with_suffix(".md").read_text()
-    assert sweep["cpu_seconds_per_step"]["icl"] > 0 and sweep["speedup_vs_one_after_another_cpu_time"] > 0
+    cpu = sweep["cpu_seconds_per_step"]
+    assert sweep["speedup_vs_one_after_another"] == pytest.approx(ratio_of_rates(sweep, "icl_one_after_another"), rel=1e-9)
+    assert sweep["speedup_vs_one_after_another_cpu_time"] == pytest.approx(cpu["icl_one_after_another"] / cpu["icl"], rel=1e-9)
 
 
 @pytest.mark.slow

@@ -64,11 +64,29 @@ def test_torch_pin_matches_makefile_and_pyproject_range():
     assert py_range.contains(version), f"pyproject's torch range '{py_range}' excludes {version}"
 
 
-def test_ci_runs_the_readme_test_command():
-    ci = (ROOT / ".ci" / "run").read_text()
-    assert re.search(r"^\s*make test\s*$", ci, re.M), ".ci/run must call `make test`"
+def _readme_commands() -> list[str]:
+    """The commands of the README's "Two commands" block, without their comments."""
     readme = (ROOT / "README.md").read_text()
-    assert "make test" in readme and "make reproduce" in readme, "README.md must give the two commands"
+    section = readme.split("## Two commands", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    commands = _readme_commands()
+    assert commands == ["make reproduce", "make test"], f"README's two commands are {commands}"
+    assert "make test" in ci, ".ci/run must call the README's test command, `make test`, as a line of its own"
+
+
+def test_readme_fits_three_screens_and_keeps_its_generated_block():
+    from icl.summary import BEGIN, END
+
+    readme = (ROOT / "README.md").read_text()
+    assert readme.count(BEGIN) == 1 and readme.count(END) == 1 and readme.index(BEGIN) < readme.index(END)
+    assert len(readme.splitlines()) <= 150, f"README.md has {len(readme.splitlines())} lines; move detail to docs/"
+    for link in re.findall(r"\]\(((?:docs|notebooks)/[^)#]+)\)", readme):
+        assert (ROOT / link).exists(), f"README links to {link}, which does not exist"
 
 
 def test_make_help_lists_every_target():

@@ -3,7 +3,7 @@
 A *check* compares a number with a threshold. A number comes with its 95 % interval over seeds
 (`icl.intervals.Estimate`), and a check holds (True) when the whole interval lies on the right side
 of its threshold, fails (False) when the whole interval lies on the wrong side, and is
-inconclusive (None) otherwise (SPEC §9). A number from a single seed has no interval and is judged
+inconclusive (None) otherwise (docs/statistics.md). A number from a single seed has no interval and is judged
 on its value (its record says n_seeds = 1).
 
 A claim's *status* follows from its named checks (`verdict`): reproduced when every check holds,

@@ -1,0 +1,53 @@
+"""icl.summary: the README's and REPORT's first numbers are generated from results.json, never typed."""
+import json
+
+import pandas as pd
+
+from icl import summary
+
+
+def _row(key_dim, a, b, alpha, lo, hi, **more):
+    return dict(key_dim=key_dim, input_exponent=a, task_exponent=b, alpha=alpha, alpha_lo95=lo,
+                alpha_hi95=hi, n_seeds=5, **more)
+
+
+def _outputs(tmp_path):
+    (tmp_path / "03_difficult").mkdir()
+    table1 = [_row(4, 1, 1, 0.7, 0.6, 0.8), _row(8, 1, 1, 1.1, 0.9, 1.3), _row(12, 1, 1, 1.3, 1.2, 1.4)]
+    (tmp_path / "03_difficult" / "results.json").write_text(json.dumps({"numbers": {"table1": table1}}))
+    (tmp_path / "07_mechanism").mkdir()
+    pd.DataFrame([dict(dim=16, context_length=64, key_dim=4, depth=L, trained=0.8 / L, random_subspace=0.9 / L)
+                  for L in (1, 2, 4, 16, 64)]).to_csv(tmp_path / "07_mechanism" / "baselines.csv", index=False)
+    return tmp_path
+
+
+def test_the_answer_counts_the_sweeps_whose_interval_contains_one(tmp_path):
+    text = summary.alpha_answer(_outputs(tmp_path))
+    assert "contains 1 in 1 of 3 sweeps (key_dim 8, (a, b) = (1, 1))" in text
+    assert "excludes it in 2" in text
+
+
+def test_the_c4_table_prints_each_exponent_with_its_interval(tmp_path):
+    table = summary.c4_table(_outputs(tmp_path))
+    assert "| 8 | 1.10 [0.90, 1.30] | 5 |" in table
+
+
+def test_the_mechanism_table_has_one_line_per_rank_and_curve(tmp_path):
+    table = summary.mechanism_table(tmp_path, _outputs(tmp_path))
+    assert "| 4 | trained | 0.800 | 0.400 | 0.200 | 0.050 | 0.013 |" in table
+    assert "| 4 | random subspaces | 0.900 |" in table
+
+
+def test_missing_results_give_no_text(tmp_path):
+    assert summary.alpha_answer(tmp_path) == "" and summary.c4_table(tmp_path) == ""
+    assert summary.mechanism_table(tmp_path, tmp_path) == ""
+
+
+def test_the_readme_is_rewritten_only_between_its_markers(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before\n{summary.BEGIN}\nold numbers\n{summary.END}\nafter\n")
+    assert summary.update_readme(tmp_path, "new numbers")
+    assert readme.read_text() == f"before\n{summary.BEGIN}\nnew numbers\n{summary.END}\nafter\n"
+    readme.write_text("no markers here\n")
+    assert not summary.update_readme(tmp_path, "new numbers")
+    assert readme.read_text() == "no markers here\n"
