@@ -118,6 +118,9 @@ def section(title: str, body: str, after: str = "") -> str:
     return f"## {title}\n\n{body}\n{after}\n" if body else ""
 
 
+TOTAL = "total"  # the key of timings.json that holds the whole run's wall time, beside one per notebook
+
+
 def timing_line(times: dict) -> str:
     """Wall time of each notebook in its last run, with how many runs it trained (the rest were
     read from the run cache, which is what makes a second run fast), or that it failed."""
@@ -130,8 +133,14 @@ def timing_line(times: dict) -> str:
         trained = "no run cache" if t["runs_trained"] is None else f"{t['runs_trained']} runs trained"
         return f"{name} {t['seconds']:.0f} s ({trained})"
 
+    times = dict(times)
+    total = times.pop(TOTAL, None)
     parts = [part(name, t) for name, t in sorted(times.items())]
-    return "\nWall time of each notebook's last run: " + ", ".join(parts) + ".\n"
+    line = "\nWall time of each notebook's last run: " + ", ".join(parts) + ".\n"
+    if total:
+        line += (f"The last `icl reproduce` ({len(total['notebooks'])} notebooks, --jobs {total['jobs']}) took "
+                 f"{total['seconds'] / 60:.1f} min of wall time, finished {total['finished']}.\n")
+    return line
 
 
 def failure_lines(times: dict) -> str:

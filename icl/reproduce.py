@@ -318,6 +318,20 @@ def add_arguments(p) -> None:
                            "outputs/smoke/PROFILE/ (every code path, none of the time)")
 
 
+def record_times(base: Path, times: dict, seconds: float, jobs: int) -> None:
+    """timings.json: each notebook's last wall time, runs trained and status (notebooks not run this
+    time keep their entries), and the whole run's wall time under report.TOTAL."""
+    from .report import TOTAL
+
+    path = base / "timings.json"
+    old = json.loads(path.read_text()) if path.exists() else {}
+    keep = ("seconds", "runs_trained", "status", "error", "log")
+    total = {"seconds": round(seconds, 1), "jobs": jobs, "notebooks": sorted(times),
+             "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    now = {n: {k: t[k] for k in keep if k in t} for n, t in times.items()}
+    path.write_text(json.dumps({**old, **now, TOTAL: total}, indent=1))
+
+
 def run(args) -> int:
     if args.profile not in PROFILES:
         raise ConfigError(f"profile: unknown value {args.profile!r}; allowed: {', '.join(PROFILES)}")
@@ -355,10 +369,7 @@ def run(args) -> int:
         return 130
     base = root / (plan.smoke_overrides(args.profile, "")["results_root"] if args.smoke else profile_root(args.profile))
     base.mkdir(parents=True, exist_ok=True)
-    timing = base / "timings.json"
-    old = json.loads(timing.read_text()) if timing.exists() else {}
-    keep = ("seconds", "runs_trained", "status", "error", "log")
-    timing.write_text(json.dumps({**old, **{n: {k: times[n][k] for k in keep if k in times[n]} for n in names}}, indent=1))
+    record_times(base, times, time.perf_counter() - start, args.jobs)
     report = write_report(root, args.profile, base)
     failed = {n: t for n, t in times.items() if t["status"] != "ok"}
     say(f"total {time.perf_counter() - start:.0f} s with --jobs {args.jobs}; report: {report.relative_to(root)}")

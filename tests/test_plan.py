@@ -63,5 +63,7 @@ def test_smoke_runs_every_notebook_end_to_end_into_its_scratch_folder(clone):
     assert proc.returncode == 0, proc.stderr[-3000:]
     base = clone / "outputs" / "smoke" / "ci"
     times = json.loads((base / "timings.json").read_text())
+    total = times.pop("total")
     assert set(times) == set(rep.NOTEBOOKS) and all(t["status"] == "ok" for t in times.values())
+    assert total["notebooks"] == list(rep.NOTEBOOKS) and total["seconds"] >= max(t["seconds"] for t in times.values())
     assert (base / "REPORT.md").exists() and not list((clone / "outputs" / "ci").glob("0*"))  # only its lock

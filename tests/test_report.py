@@ -33,9 +33,12 @@ def test_report_gives_each_notebooks_time_and_how_many_runs_it_trained(tmp_path)
     base.mkdir(parents=True)
     (base / "timings.json").write_text(json.dumps({"02_b": {"seconds": 12.4, "runs_trained": 0},
                                                    "01_a": {"seconds": 300.0, "runs_trained": 42},
-                                                   "03_c": {"seconds": 5.0, "runs_trained": None}}))
+                                                   "03_c": {"seconds": 5.0, "runs_trained": None},
+                                                   "total": {"seconds": 312.0, "jobs": 2, "notebooks": ["01_a", "02_b", "03_c"],
+                                                             "finished": "2026-12-02 01:00 UTC"}}))
     text = write_report(tmp_path, "ci").read_text()
-    assert ("01_a 300 s (42 runs trained), 02_b 12 s (0 runs trained), 03_c 5 s (no run cache)") in text
+    assert ("01_a 300 s (42 runs trained), 02_b 12 s (0 runs trained), 03_c 5 s (no run cache).") in text
+    assert "(3 notebooks, --jobs 2) took 5.2 min of wall time, finished 2026-12-02 01:00 UTC" in text
 
 
 def test_executed_notebooks_carry_no_absolute_paths(tmp_path):
