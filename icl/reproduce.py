@@ -316,6 +316,26 @@ def add_arguments(p) -> None:
     what.add_argument("--smoke", action="store_true",
                       help="run every notebook at the profile's shapes for two steps with small evaluation sets, into "
                            "outputs/smoke/PROFILE/ (every code path, none of the time)")
+    p.add_argument("--outputs", metavar="DIR",
+                   help="write every notebook's folder, REPORT.md, claims.json and timings.json under DIR (inside "
+                        "outputs/ or $ICL_OUTPUT_ROOT) instead of the profile's folder; e.g. a run under another "
+                        "CPU variant, to compare with scripts/compare_runs.py")
+
+
+def destinations(root: Path, args, names: list[str]) -> tuple[dict | None, str]:
+    """Per-notebook parameters that move a run's outputs, and the folder of its report: the
+    profile's own (no parameters), a smoke run's scratch folder, or --outputs DIR."""
+    from . import plan
+    from .paths import check_output_dir, make_own
+
+    if args.smoke and args.outputs:
+        raise ConfigError("--outputs: a smoke run writes into outputs/smoke/PROFILE/; give one of --smoke and --outputs")
+    if args.smoke:
+        return {n: plan.smoke_overrides(args.profile, n) for n in names}, plan.smoke_overrides(args.profile, "")["results_root"]
+    if args.outputs:
+        make_own(check_output_dir(root, args.outputs, "--outputs"))
+        return {n: {"output_dir": f"{args.outputs}/{n}", "results_root": args.outputs} for n in names}, args.outputs
+    return None, profile_root(args.profile)
 
 
 def record_times(base: Path, times: dict, seconds: float, jobs: int) -> None:
@@ -359,7 +379,7 @@ def run(args) -> int:
     root = repo_root()
     if args.plan:
         return plan.run_plan(root, args.profile, names, args.device, overrides)
-    own = {n: plan.smoke_overrides(args.profile, n) for n in names} if args.smoke else None
+    own, where = destinations(root, args, names)
     start = time.perf_counter()
     say = lambda line: print(line, file=sys.stderr, flush=True)
     try:
@@ -367,7 +387,7 @@ def run(args) -> int:
     except KeyboardInterrupt:
         say("icl: interrupted; the outputs of unfinished notebooks were left as they were")
         return 130
-    base = root / (plan.smoke_overrides(args.profile, "")["results_root"] if args.smoke else profile_root(args.profile))
+    base = root / where
     base.mkdir(parents=True, exist_ok=True)
     record_times(base, times, time.perf_counter() - start, args.jobs)
     report = write_report(root, args.profile, base)

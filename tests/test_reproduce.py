@@ -251,3 +251,25 @@ def test_make_reproduce_runs_one_notebook_per_core_under_omp_num_threads_1():
                              capture_output=True, text=True, timeout=60).stdout.strip()
     jobs = re.search(r"--jobs (\d+)", line)
     assert (jobs.group(1) if jobs else default) == default == str(len(os.sched_getaffinity(0))), (line, default)
+
+
+@pytest.mark.parametrize("argv,word", [(["--outputs", "/etc/icl-run"], "--outputs"),
+                                       (["--outputs", "outputs/x", "--smoke"], "--smoke")])
+def test_outputs_outside_the_output_roots_or_with_smoke_exit_2(capsys, monkeypatch, argv, word):
+    monkeypatch.setattr(rep, "run_notebook", lambda *a: pytest.fail("a notebook started"))
+    one_error_line(capsys, ["reproduce", "--profile", "ci", *argv], word)
+    assert not Path("/etc/icl-run").exists()
+
+
+@pytest.mark.slow
+def test_outputs_moves_every_folder_and_the_report_but_leaves_the_profiles_alone(clone, monkeypatch):
+    """A run --outputs DIR (a CPU variant's, say) writes its notebooks, REPORT.md and timings.json
+    under DIR, and nothing under the profile's own folder."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert main(["reproduce", "--profile", "ci", "--only", "02_easy_nonlinear", "--outputs", "outputs/variant"]) == 0
+    run = clone / "outputs" / "variant"
+    assert (run / "02_easy_nonlinear" / "02_easy_nonlinear.ipynb").is_file() and (run / paths_module.MARKER).is_file()
+    times = json.loads((run / "timings.json").read_text())
+    assert times["total"]["notebooks"] == ["02_easy_nonlinear"] and (run / "REPORT.md").is_file()
+    assert not (clone / "outputs" / "ci" / "02_easy_nonlinear").exists()
+    assert (clone / "outputs" / "notes.txt").read_text() == "mine"
