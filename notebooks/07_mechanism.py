@@ -27,7 +27,7 @@
 # (Appendix B with independent errors): α = 1 and floor C. Re-fitting the temperature at every
 # depth gives the lower envelope of such curves, whose fitted α is below 1.
 #
-# **Hypothesis (SPEC §8): trained layers choose complementary subspaces.** Layers in blocks of
+# **Hypothesis: trained layers choose complementary subspaces.** Layers in blocks of
 # m = lcm(d, k)/k whose subspaces tile R^d see every direction once per block; averaging such a block
 # is much closer to a full-rank layer than averaging m independent draws. That would explain why
 # the trained curves bend at L = m and fall faster than independent layers allow.
