@@ -42,9 +42,9 @@ def alpha_answer(base: Path) -> str:
         return ""
     yes = [name for name, row in cells if _contains_one(row)]
     no = [name for name, row in cells if _contains_one(row) is False]
+    excluded = f" ({'; '.join(no)})" if 0 < len(no) <= 5 else ""  # a long list: the tables below show them
     return (f"**Where is alpha near 1?** The 95 % interval over seeds of the fitted exponent contains 1 in "
-            f"{len(yes)} of {len(cells)} sweeps ({'; '.join(yes) or 'none'}) and excludes it in {len(no)} "
-            f"({'; '.join(no) or 'none'}).\n\n")
+            f"{len(yes)} of {len(cells)} sweeps ({'; '.join(yes) or 'none'}) and excludes it in {len(no)}{excluded}.\n\n")
 
 
 def c4_table(base: Path) -> str:
@@ -113,12 +113,12 @@ def claims_table(rows: list[dict], root: Path, base: Path, readme: bool = False)
 
 
 def readme_block(root: Path, base: Path, rows: list[dict]) -> str:
-    """What README.md shows between its markers: the answer, C4's exponents, the mechanism and the claims."""
-    parts = [alpha_answer(base), "C4's exponents (notebook 03, d = 16, P = 64; protocol fit, 95 % interval over seeds):\n",
-             c4_table(base), "The mechanism (notebook 07): the trained curve beside the untrained ensembles of random and "
-             "of complementary subspaces of the same rank (relative loss, mean over seeds):\n", mechanism_table(root, base),
-             "Every claim (REPORT.md has the numbers and criteria):\n", claims_table(rows, root, base, readme=True)]
-    return "\n".join(p for p in parts if p)
+    """What README.md shows between its markers: the answer, C4's exponents and the claims (the
+    mechanism's table is REPORT's; the README says the mechanism in words, with its figure)."""
+    parts = [alpha_answer(base).rstrip("\n") + "\n", "C4's exponents (notebook 03, d = 16, P = 64; protocol fit, 95 % interval over seeds):\n",
+             c4_table(base), "Every claim (REPORT.md has the numbers and criteria, and the mechanism's table):\n",
+             claims_table(rows, root, base, readme=True)]
+    return "\n".join(p for p in parts if p.strip())
 
 
 def update_readme(root: Path, block: str) -> bool:
