@@ -94,7 +94,6 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
                            "figure": figure_link(root, base, c["figure"])}
                           for c in rows])
     times = json.loads((base / "timings.json").read_text()) if (base / "timings.json").exists() else {}
-    history = root / "docs" / "history.md"
     text = (f"# Reproduction report ({profile} profile)\n\n"
             "Each row is one claim of the paper in our words, the numbers our runs measured, and the verdict "
             "under the criterion written in the notebook before the numbers were computed. A number is given as "
@@ -105,12 +104,22 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
             + "## The claims\n\n" + (markdown_table(table) if rows else "No results yet: run `make reproduce`.\n")
             + "\n" + rank_section(rows, _short)
             + "\n## The criteria\n\n" + "".join(f"- `{c['id']}` criterion: {c['criterion']}\n" for c in rows)
-            + ("\n" + history.read_text().replace("# ", "## ", 1).replace("](../", "](../") if history.exists() else "")
+            + "".join(included(root / "docs" / page) for page in ("limits.md", "history.md"))
             + timing_line(times))
     (base / "REPORT.md").write_text(text)
     if base.resolve() == (root / "outputs").resolve():  # the committed quick-profile outputs: the README shows them
         summary.update_readme(root, summary.readme_block(root, base, rows))
     return base / "REPORT.md"
+
+
+def included(page: Path) -> str:
+    """A docs/ page as a section of the report (its title one level down), or nothing if absent. The
+    report lies in outputs/, beside docs/: the page's links to its neighbours get a ../docs/ prefix
+    (its ../ links already fit)."""
+    if not page.exists():
+        return ""
+    text = re.sub(r"\]\((?!\.\./|https?:|#)", "](../docs/", page.read_text())
+    return "\n" + text.replace("# ", "## ", 1)
 
 
 def section(title: str, body: str, after: str = "") -> str:

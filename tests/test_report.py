@@ -77,3 +77,14 @@ def test_executed_notebooks_carry_no_timestamps_or_random_ids(tmp_path):
     assert back.cells[1].metadata == {"papermill": {"status": "completed"}}
     relative_paths(path, tmp_path)
     assert path.read_text() == first
+
+
+def test_a_docs_page_in_the_report_keeps_its_links_working_from_outputs(tmp_path):
+    from icl.report import included
+
+    page = tmp_path / "limits.md"
+    page.write_text("# Title\n\nSee [a](training_protocol.md), [b](../outputs/REPORT.md), [c](https://x.org).\n")
+    text = included(page)
+    assert "## Title" in text and "[a](../docs/training_protocol.md)" in text
+    assert "[b](../outputs/REPORT.md)" in text and "[c](https://x.org)" in text
+    assert included(tmp_path / "absent.md") == ""
