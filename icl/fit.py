@@ -100,6 +100,15 @@ def _nan_fit(n: int, fixed: float | None, floor_max: float) -> PowerLawFit:
                        floor_max)
 
 
+def _residual_jacobian(p, logL: np.ndarray, sigma: np.ndarray, L0: float | None) -> np.ndarray:
+    """d resid / d p of the log-space fit, p = (alpha, log c[, L0]): analytic, which saves the
+    optimiser the extra evaluations of finite differences."""
+    floor = p[2] if L0 is None else L0
+    u = np.exp(p[1] - p[0] * logL)  # c L^-alpha
+    cols = [u * logL, -u, -np.ones_like(u)][:len(p)]
+    return np.stack(cols, axis=1) / ((floor + u) * sigma)[:, None]
+
+
 def fit_power_law(depths, losses, L0: float | None = None, errors=None, strict: bool = True,
                   max_nfev: int | None = None, floor_max: float = math.inf) -> PowerLawFit:
     """Fit R_L = L0 + c L^-alpha in log space.
@@ -129,11 +138,7 @@ def fit_power_law(depths, losses, L0: float | None = None, errors=None, strict: 
 
     resid = lambda p: (logR - model(p)) / sigma
 
-    def jacobian(p):  # d resid / d p, analytic: a third of the evaluations of finite differences
-        floor = p[2] if L0 is None else L0
-        u = np.exp(p[1] - p[0] * logL)
-        cols = [u * logL, -u, -np.ones_like(u)][:n_params]
-        return np.stack(cols, axis=1) / ((floor + u) * sigma)[:, None]
+    jacobian = lambda p: _residual_jacobian(p, logL, sigma, L0)
     best = None
     for x0 in _starts(L, R, L0):
         x0 = x0 if L0 is None else x0[:2]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from pathlib import Path
 
 from . import summary
@@ -191,3 +192,15 @@ def _short(v) -> str:
     if isinstance(v, dict):
         return "{" + ", ".join(f"{k}: {_short(x)}" for k, x in v.items()) + "}"
     return str(v)
+
+
+def record_times(base: Path, times: dict, seconds: float, jobs: int) -> None:
+    """timings.json: each notebook's last wall time, runs trained and status (notebooks not run this
+    time keep their entries), and the whole run's wall time under report.TOTAL."""
+    path = base / "timings.json"
+    old = json.loads(path.read_text()) if path.exists() else {}
+    keep = ("seconds", "runs_trained", "status", "error", "log")
+    total = {"seconds": round(seconds, 1), "jobs": jobs, "notebooks": sorted(times),
+             "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    now = {n: {k: t[k] for k in keep if k in t} for n, t in times.items()}
+    path.write_text(json.dumps({**old, **now, TOTAL: total}, indent=1))

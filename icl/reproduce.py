@@ -25,7 +25,8 @@ from pathlib import Path
 
 from . import paths, processes
 from .processes import cores
-from .staging import check_destinations, publish, staging_paths
+from .report import record_times
+from .staging import check_destinations, destinations, profile_root, publish, staging_paths
 from .config import ConfigError
 from .sweep import read_yaml
 
@@ -42,11 +43,6 @@ DEVICES = ("auto", "cpu", "cuda")
 # the executed notebooks without figures); icl.plots.style() switches to it as well.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-
-
-def profile_root(profile: str) -> str:
-    """Where a profile's outputs go: the committed quick results at the top of outputs/."""
-    return "outputs" if profile == "quick" else f"outputs/{profile}"
 
 
 def write_report(root: Path, profile: str, base: Path | None = None) -> Path:
@@ -322,36 +318,6 @@ def add_arguments(p) -> None:
                         "CPU variant, to compare with scripts/compare_runs.py")
 
 
-def destinations(root: Path, args, names: list[str]) -> tuple[dict | None, str]:
-    """Per-notebook parameters that move a run's outputs, and the folder of its report: the
-    profile's own (no parameters), a smoke run's scratch folder, or --outputs DIR."""
-    from . import plan
-    from .paths import check_output_dir, make_own
-
-    if args.smoke and args.outputs:
-        raise ConfigError("--outputs: a smoke run writes into outputs/smoke/PROFILE/; give one of --smoke and --outputs")
-    if args.smoke:
-        return {n: plan.smoke_overrides(args.profile, n) for n in names}, plan.smoke_overrides(args.profile, "")["results_root"]
-    if args.outputs:
-        make_own(check_output_dir(root, args.outputs, "--outputs"))
-        return {n: {"output_dir": f"{args.outputs}/{n}", "results_root": args.outputs} for n in names}, args.outputs
-    return None, profile_root(args.profile)
-
-
-def record_times(base: Path, times: dict, seconds: float, jobs: int) -> None:
-    """timings.json: each notebook's last wall time, runs trained and status (notebooks not run this
-    time keep their entries), and the whole run's wall time under report.TOTAL."""
-    from .report import TOTAL
-
-    path = base / "timings.json"
-    old = json.loads(path.read_text()) if path.exists() else {}
-    keep = ("seconds", "runs_trained", "status", "error", "log")
-    total = {"seconds": round(seconds, 1), "jobs": jobs, "notebooks": sorted(times),
-             "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    now = {n: {k: t[k] for k in keep if k in t} for n, t in times.items()}
-    path.write_text(json.dumps({**old, **now, TOTAL: total}, indent=1))
-
-
 def run(args) -> int:
     if args.profile not in PROFILES:
         raise ConfigError(f"profile: unknown value {args.profile!r}; allowed: {', '.join(PROFILES)}")
@@ -379,7 +345,7 @@ def run(args) -> int:
     root = repo_root()
     if args.plan:
         return plan.run_plan(root, args.profile, names, args.device, overrides)
-    own, where = destinations(root, args, names)
+    own, where = destinations(root, args.profile, names, args.smoke, args.outputs)
     start = time.perf_counter()
     say = lambda line: print(line, file=sys.stderr, flush=True)
     try:

@@ -1,4 +1,5 @@
-"""Where a notebook's run goes before it is complete: a staging folder beside its output folder
+"""Where a run's outputs go: a profile's folder (or a smoke run's, or --outputs DIR), and, for a
+notebook's run before it is complete, a staging folder beside its output folder
 (`<output_dir>/../.staging/<name>/`), which replaces the output folder with two renames only when
 the run completes, so a killed or failed run leaves the previous outputs whole. Only folders icl
 made (icl.paths) are ever replaced or removed, and every destination is checked before any work."""
@@ -9,6 +10,12 @@ from pathlib import Path
 
 from . import paths
 from .config import ConfigError
+
+
+def profile_root(profile: str) -> str:
+    """Where a profile's outputs go: the committed quick results at the top of outputs/."""
+    return "outputs" if profile == "quick" else f"outputs/{profile}"
+
 
 TEXT_SUFFIXES = (".ipynb", ".json", ".md", ".csv", ".txt")  # files whose staged paths are rewritten
 
@@ -62,3 +69,19 @@ def publish(root: Path, where: dict[str, Path]) -> None:
         os.rename(final, where["old"])
     os.rename(stage, final)
     paths.remove_own(where["old"])
+
+
+def destinations(root: Path, profile: str, names: list[str], smoke: bool = False,
+                 outputs: str | None = None) -> tuple[dict | None, str]:
+    """Per-notebook parameters that move a run's outputs, and the folder of its report: the
+    profile's own (no parameters), a smoke run's scratch folder, or --outputs DIR."""
+    from . import plan
+
+    if smoke and outputs:
+        raise ConfigError("--outputs: a smoke run writes into outputs/smoke/PROFILE/; give one of --smoke and --outputs")
+    if smoke:
+        return {n: plan.smoke_overrides(profile, n) for n in names}, plan.smoke_overrides(profile, "")["results_root"]
+    if outputs:
+        paths.make_own(paths.check_output_dir(root, outputs, "--outputs"))
+        return {n: {"output_dir": f"{outputs}/{n}", "results_root": outputs} for n in names}, outputs
+    return None, profile_root(profile)
