@@ -137,7 +137,6 @@ def fit_power_law(depths, losses, L0: float | None = None, errors=None, strict: 
         return np.log(floor + np.exp(p[1] - p[0] * logL))
 
     resid = lambda p: (logR - model(p)) / sigma
-
     jacobian = lambda p: _residual_jacobian(p, logL, sigma, L0)
     best = None
     for x0 in _starts(L, R, L0):

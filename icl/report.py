@@ -12,6 +12,8 @@ from pathlib import Path
 from . import summary
 
 REGIMES = "06_regimes"
+
+
 def regime_section(base: Path) -> str:
     """What a reader should see first: the bound, where inverse-depth decay appears, the full-rank
     result and the regime figure, in numbers from notebook 06 (empty if it has not run)."""

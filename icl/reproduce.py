@@ -355,10 +355,11 @@ def run(args) -> int:
         return 130
     base = root / where
     base.mkdir(parents=True, exist_ok=True)
-    record_times(base, times, time.perf_counter() - start, args.jobs)
+    seconds = time.perf_counter() - start
+    record_times(base, times, seconds, args.jobs)
     report = write_report(root, args.profile, base)
     failed = {n: t for n, t in times.items() if t["status"] != "ok"}
-    say(f"total {time.perf_counter() - start:.0f} s with --jobs {args.jobs}; report: {report.relative_to(root)}")
+    say(f"total {seconds:.0f} s with --jobs {args.jobs}; report: {report.relative_to(root)}")
     for n, t in failed.items():
         where = f"; full log: {t['log']}" if t.get("log") else ""
         say(f"icl: error: {n}: {t['error']}{where}")
