@@ -10,10 +10,13 @@ Appendix B, and any paired statistic of several sweeps that share their seeds.
 from __future__ import annotations
 
 import math
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pandas as pd
 
+from . import processes
 from .fit import fit_shared_error_gap
 from .intervals import Estimate, over_seeds, seed_matrix
 from .tables import deep_half_slope, fit_curve
@@ -54,14 +57,15 @@ FIT_VARIANTS = {
 }
 
 
-def fit_variants(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Per group of `by` and per fit of FIT_VARIANTS: alpha and L0 with their intervals over seeds."""
-    parts = []
-    for name, options in FIT_VARIANTS.items():
-        t = estimate_table(df, by, **options)
-        parts.append(t[[*by, "n_seeds", *[c for c in t.columns if c.startswith(("alpha", "L0"))], "fit_problem"]]
-                     .assign(fit=name))
-    return pd.concat(parts, ignore_index=True)
+def fit_variants(df: pd.DataFrame, by: list[str], workers: int = 1) -> pd.DataFrame:
+    """Per group of `by` and per fit of FIT_VARIANTS: alpha and L0 with their intervals over seeds,
+    the groups of every fit shared among `workers` processes (`in_processes`)."""
+    sweeps = sweeps_of(df, by)
+    tasks = [(key, part, by, "loss", options) for options in FIT_VARIANTS.values() for key, part in sweeps]
+    rows = pd.DataFrame(in_processes(estimate_row, tasks, workers))
+    names = [name for name in FIT_VARIANTS for _ in sweeps]
+    kept = [*by, "n_seeds", *[c for c in rows.columns if c.startswith(("alpha", "L0"))], "fit_problem"]
+    return rows[kept].assign(fit=names)
 
 
 def estimate_columns(name: str, e) -> dict:
@@ -76,23 +80,43 @@ def estimate(row, name: str):
                     (float(row[f"{name}_lo95"]), float(row[f"{name}_hi95"])), int(row["n_seeds"]))
 
 
-def estimate_table(df: pd.DataFrame, by: list[str], value: str = "loss", **fit_options) -> pd.DataFrame:
+def estimate_table(df: pd.DataFrame, by: list[str], value: str = "loss", workers: int = 1, **fit_options) -> pd.DataFrame:
     """Per group of `by`: `curve_stats` with 68 % and 95 % bootstrap intervals over seeds
     (`icl.intervals`), the number of seeds, the point fit's standard errors and R², and the
-    ill-conditioning rule's verdict on it (`fit.ill_conditioned`, empty when sound)."""
-    rows = []
-    for key, part in df.groupby(list(by), sort=True):
-        key = key if isinstance(key, tuple) else (key,)
-        depths, matrix = seed_matrix(part, value)
-        est = over_seeds(lambda m: curve_stats(depths, m, **fit_options), matrix)
-        fit = sweep_fit(depths, matrix, **fit_options)
-        row = {**dict(zip(by, key)), "n_seeds": len(matrix), "depths": len(depths), "deepest": int(depths[-1])}
-        for name, e in est.items():
-            row.update(estimate_columns(name, e))
-        row.update(alpha_se=fit.alpha_se, L0_se=fit.L0_se, r2=fit.r2, fit_problem=fit.problem or "",
-                   trained_to_plateau=bool(part.converged.all()) if "converged" in part else True)
-        rows.append(row)
-    return pd.DataFrame(rows)
+    ill-conditioning rule's verdict on it (`fit.ill_conditioned`, empty when sound); the groups
+    shared among `workers` processes (`in_processes`: the same rows, in the same order)."""
+    tasks = [(key, part, by, value, fit_options) for key, part in sweeps_of(df, by)]
+    return pd.DataFrame(in_processes(estimate_row, tasks, workers))
+
+
+def sweeps_of(df: pd.DataFrame, by: list[str]) -> list[tuple[tuple, pd.DataFrame]]:
+    """The groups of `by` in sorted order, each key a tuple."""
+    return [(key if isinstance(key, tuple) else (key,), part) for key, part in df.groupby(list(by), sort=True)]
+
+
+def estimate_row(key: tuple, part: pd.DataFrame, by: list[str], value: str, fit_options: dict) -> dict:
+    """One row of `estimate_table`: the sweep `part` of group `key`."""
+    depths, matrix = seed_matrix(part, value)
+    est = over_seeds(lambda m: curve_stats(depths, m, **fit_options), matrix)
+    fit = sweep_fit(depths, matrix, **fit_options)
+    row = {**dict(zip(by, key)), "n_seeds": len(matrix), "depths": len(depths), "deepest": int(depths[-1])}
+    for name, e in est.items():
+        row.update(estimate_columns(name, e))
+    row.update(alpha_se=fit.alpha_se, L0_se=fit.L0_se, r2=fit.r2, fit_problem=fit.problem or "",
+               trained_to_plateau=bool(part.converged.all()) if "converged" in part else True)
+    return row
+
+
+def in_processes(function, tasks: list[tuple], workers: int) -> list:
+    """[function(*t) for t in tasks], in `workers` forked processes when more than one is asked for
+    and the platform forks (Linux): each task is a sweep's bootstrap, hundreds of independent
+    curve fits, so the work splits without changing a number. 0 workers: every core this process
+    may use. Forked, not spawned: the workers need no import of icl and torch (2-3 s each)."""
+    workers = workers or processes.cores()
+    if workers <= 1 or len(tasks) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [function(*t) for t in tasks]
+    with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(function, *zip(*tasks)))
 
 
 def paired(statistic, *parts: pd.DataFrame, value: str = "loss"):

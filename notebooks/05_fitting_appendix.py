@@ -63,6 +63,7 @@ profile = "quick"  # which params/<profile>/ file these values came from (inform
 results_root = "outputs"  # where notebooks 01-04 wrote their outputs at this profile
 output_dir = "outputs/05_fitting_appendix"
 threads = 0
+fit_workers = 0  # processes that share the bootstrap fits (0: every core this process may use)
 nb.end_of_parameters(globals())
 
 # %%
@@ -87,7 +88,7 @@ table1 = pd.DataFrame()
 if difficult is not None:
     soft2 = difficult[(difficult.model == "softmax") & (difficult.top_k == 2) & (difficult.sweep == "main")]
     linear = difficult[(difficult.model == "linear") & (difficult.top_k == 2)]
-    table1 = estimates.estimate_table(soft2, RANKED)
+    table1 = estimates.estimate_table(soft2, RANKED, workers=s["fit_workers"])
     plateau = tables.plateau_of(linear, tables.SPECTRUM).rename("linear_plateau")
     table1 = table1.join(plateau, on=tables.SPECTRUM)
     table1["L0 / linear plateau"] = table1.L0 / table1.linear_plateau
@@ -103,7 +104,7 @@ table1[[c for c in table1.columns if not c.endswith(("68", "c_lo95", "c_hi95"))]
 # %%
 variants = pd.DataFrame()
 if difficult is not None:
-    variants = estimates.fit_variants(soft2, RANKED)
+    variants = estimates.fit_variants(soft2, RANKED, workers=s["fit_workers"])
     nb.save_table(s, variants, "fit_sensitivity")
     fig, axes = plt.subplots(1, soft2.key_dim.nunique(), figsize=(4 * soft2.key_dim.nunique(), 3.6), sharey=True,
                              squeeze=False, layout="constrained")
@@ -173,7 +174,7 @@ table4 = pd.DataFrame()
 if difficult is not None:
     soft = difficult[difficult.model == "softmax"]
     broad = soft[(soft.top_k != 2) | ((soft.input_exponent > 0) & (soft.task_exponent > 0))]
-    table4 = estimates.estimate_table(broad, ["top_k", "key_dim", *tables.SPECTRUM])
+    table4 = estimates.estimate_table(broad, ["top_k", "key_dim", *tables.SPECTRUM], workers=s["fit_workers"])
     nb.save_table(s, table4, "table4_broader")
 table4
 
@@ -196,7 +197,8 @@ table5
 general = losses["04_generalized"]
 tableC = pd.DataFrame()
 if general is not None:
-    tableC = estimates.estimate_table(general, ["model", "top_k", "key_dim", *tables.SPECTRUM])
+    tableC = estimates.estimate_table(general, ["model", "top_k", "key_dim", *tables.SPECTRUM],
+                                       workers=s["fit_workers"])
     nb.save_table(s, tableC, "tableC_generalized")
 tableC
 

@@ -74,3 +74,25 @@ def test_interval_text_gives_the_value_and_its_interval():
     e = estimates.estimate_table(sweep(noise=0.05, key_dim=4), ["key_dim"])
     text = estimates.interval_text(estimates.estimate(e.iloc[0], "alpha"))
     assert text.count("[") == 1 and text.startswith(f"{e.iloc[0].alpha:.2f}")
+
+
+def test_the_sweeps_shared_among_processes_give_the_same_table_in_the_same_order():
+    # Each process fits its own sweeps with the same code and data, so the rows are equal to the
+    # last bit, not within a tolerance; the memo of fits is per process and changes no number.
+    frame = pd.concat([sweep(alpha=a, noise=0.03, seeds=3, key_dim=k) for a, k in ((0.8, 4), (1.1, 8), (1.4, 12))])
+    tables._fit_once.cache_clear()
+    alone = estimates.estimate_table(frame, ["key_dim"], workers=1)
+    tables._fit_once.cache_clear()
+    shared = estimates.estimate_table(frame, ["key_dim"], workers=2)
+    pd.testing.assert_frame_equal(alone, shared, check_exact=True)
+    assert list(shared.key_dim) == [4, 8, 12]
+
+
+def test_fit_variants_name_every_row_with_its_fit():
+    frame = pd.concat([sweep(alpha=a, noise=0.03, seeds=3, key_dim=k) for a, k in ((0.8, 4), (1.1, 8))])
+    v = estimates.fit_variants(frame, ["key_dim"], workers=2)
+    assert len(v) == 2 * len(estimates.FIT_VARIANTS)
+    assert list(v.fit.unique()) == list(estimates.FIT_VARIANTS)
+    protocol = v[v.fit == next(iter(estimates.FIT_VARIANTS))].reset_index(drop=True)
+    table = estimates.estimate_table(frame, ["key_dim"])
+    assert protocol.alpha.tolist() == table.alpha.tolist()
