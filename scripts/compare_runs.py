@@ -51,15 +51,31 @@ def relative_difference(a: float, b: float) -> float:
     return abs(a - b) / max(abs(a), abs(b), 1e-12)
 
 
+def measured(claim: dict) -> dict[str, float]:
+    """A claim's numbers: its own `measured` record and, for a claim judged per regime (C4's
+    ranks, say), every regime's, prefixed by the regime."""
+    out = numbers(claim["measured"])
+    for name, regime in (claim.get("regimes") or {}).items():
+        out.update(numbers(regime.get("measured", {}), name))
+    return out
+
+
+def statuses(claim: dict) -> dict[str, str]:
+    """The claim's status and each regime's, by name ('' for the claim)."""
+    return {"": claim["status"], **{n: r.get("status", "") for n, r in (claim.get("regimes") or {}).items()}}
+
+
 def compare(first: Path, second: Path) -> list[dict]:
     one, two = claims(first), claims(second)
     rows = []
     for cid in [c for c in one if c in two]:
-        a, b = numbers(one[cid]["measured"]), numbers(two[cid]["measured"])
+        a, b = measured(one[cid]), measured(two[cid])
         shared = [k for k in a if k in b]
         worst = max(shared, key=lambda k: relative_difference(a[k], b[k]), default=None)
+        sa, sb = statuses(one[cid]), statuses(two[cid])
         rows.append({"id": cid, "notebook": one[cid]["notebook"], "status": [one[cid]["status"], two[cid]["status"]],
-                     "same_status": one[cid]["status"] == two[cid]["status"], "numbers": len(shared),
+                     "same_status": sa == sb, "flipped": [n or cid for n in sa if sa[n] != sb.get(n)],
+                     "numbers": len(shared), "equal": sum(a[k] == b[k] for k in shared),
                      "max_relative_difference": relative_difference(a[worst], b[worst]) if worst else None,
                      "at": worst})
     return rows
@@ -74,11 +90,11 @@ def main() -> int:
     rows = compare(args.first, args.second)
     if not rows:
         raise SystemExit(f"no claim is in both {args.first} and {args.second}")
-    print("| claim | status | same | numbers | max rel. difference (at) |\n|---|---|---|---|---|")
+    print("| claim | status | same (every regime) | numbers (equal) | max rel. difference (at) |\n|---|---|---|---|---|")
     for r in rows:
         diff = "" if r["max_relative_difference"] is None else f"{r['max_relative_difference']:.2e} ({r['at']})"
-        print(f"| {r['id']} | {r['status'][0]} / {r['status'][1]} | {'yes' if r['same_status'] else 'NO'} | "
-              f"{r['numbers']} | {diff} |")
+        print(f"| {r['id']} | {r['status'][0]} / {r['status'][1]} | {'yes' if r['same_status'] else 'NO: ' + ', '.join(r['flipped'])} | "
+              f"{r['numbers']} ({r['equal']}) | {diff} |")
     if args.json:
         args.json.write_text(json.dumps({"first": str(args.first), "second": str(args.second), "claims": rows}, indent=1))
     return 0
