@@ -19,7 +19,7 @@ import pandas as pd
 from . import processes
 from .fit import fit_shared_error_gap
 from .intervals import Estimate, over_seeds, seed_matrix
-from .tables import deep_half_slope, fit_curve
+from .tables import deep_half_slope, fit_curve, sweeps
 
 
 def sweep_fit(depths, matrix: np.ndarray, min_depth: int = 1, weighted: bool = False, **fit_options):
@@ -60,10 +60,10 @@ FIT_VARIANTS = {
 def fit_variants(df: pd.DataFrame, by: list[str], workers: int = 1) -> pd.DataFrame:
     """Per group of `by` and per fit of FIT_VARIANTS: alpha and L0 with their intervals over seeds,
     the groups of every fit shared among `workers` processes (`in_processes`)."""
-    sweeps = sweeps_of(df, by)
-    tasks = [(key, part, by, "loss", options) for options in FIT_VARIANTS.values() for key, part in sweeps]
+    groups = sweeps(df, by)
+    tasks = [(key, part, by, "loss", options) for options in FIT_VARIANTS.values() for key, part in groups]
     rows = pd.DataFrame(in_processes(estimate_row, tasks, workers))
-    names = [name for name in FIT_VARIANTS for _ in sweeps]
+    names = [name for name in FIT_VARIANTS for _ in groups]
     kept = [*by, "n_seeds", *[c for c in rows.columns if c.startswith(("alpha", "L0"))], "fit_problem"]
     return rows[kept].assign(fit=names)
 
@@ -85,13 +85,8 @@ def estimate_table(df: pd.DataFrame, by: list[str], value: str = "loss", workers
     (`icl.intervals`), the number of seeds, the point fit's standard errors and R², and the
     ill-conditioning rule's verdict on it (`fit.ill_conditioned`, empty when sound); the groups
     shared among `workers` processes (`in_processes`: the same rows, in the same order)."""
-    tasks = [(key, part, by, value, fit_options) for key, part in sweeps_of(df, by)]
+    tasks = [(key, part, by, value, fit_options) for key, part in sweeps(df, by)]
     return pd.DataFrame(in_processes(estimate_row, tasks, workers))
-
-
-def sweeps_of(df: pd.DataFrame, by: list[str]) -> list[tuple[tuple, pd.DataFrame]]:
-    """The groups of `by` in sorted order, each key a tuple."""
-    return [(key if isinstance(key, tuple) else (key,), part) for key, part in df.groupby(list(by), sort=True)]
 
 
 def estimate_row(key: tuple, part: pd.DataFrame, by: list[str], value: str, fit_options: dict) -> dict:
@@ -158,10 +153,9 @@ def gap_estimates(part: pd.DataFrame) -> dict[str, Estimate]:
 def gap_table(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Table 5 with intervals: `gap_estimates` per group of `by` that has a decomposition."""
     rows = []
-    for key, part in df.groupby(list(by), sort=True):
+    for key, part in sweeps(df, by):
         if part.C_L.isna().all():  # no per-layer predictors, or depth 1 only
             continue
-        key = key if isinstance(key, tuple) else (key,)
         row = {**dict(zip(by, key)), "n_seeds": part.seed.nunique()}
         for name, e in gap_estimates(part).items():
             row.update(estimate_columns(name, e))
@@ -248,8 +242,7 @@ def per_sweep(df: pd.DataFrame, by: list[str], statistic, **options) -> pd.DataF
     """Per group of `by`: the Estimates `statistic(part, **options)` returns ({name: Estimate}) as
     estimate columns (`estimate_columns`), with the number of seeds they rest on."""
     rows = []
-    for key, part in df.groupby(list(by), sort=True):
-        key = key if isinstance(key, tuple) else (key,)
+    for key, part in sweeps(df, by):
         found = statistic(part, **options)
         row = {**dict(zip(by, key)), "n_seeds": max((e.n_seeds for e in found.values()), default=0)}
         for name, e in found.items():

@@ -84,6 +84,12 @@ def _fit_row(part: pd.DataFrame, L0: float | None, min_depth: int, value: str = 
             "c_se": fit.c_se, "r2": fit.r2, "depths": fit.n, "fit_converged": fit.converged}
 
 
+def sweeps(df: pd.DataFrame, by: list[str]) -> list[tuple[tuple, pd.DataFrame]]:
+    """The groups of `by` (one sweep each) in sorted order, each key a tuple however many columns
+    `by` names."""
+    return [(key if isinstance(key, tuple) else (key,), part) for key, part in df.groupby(list(by), sort=True)]
+
+
 def fit_table(df: pd.DataFrame, by: list[str], L0: float | None = None, min_depth: int = 1,
               weighted: bool = False) -> pd.DataFrame:
     """One fit of R_L = L0 + c L^-alpha per group of `by` (floor fitted jointly unless L0 is given),
@@ -92,8 +98,7 @@ def fit_table(df: pd.DataFrame, by: list[str], L0: float | None = None, min_dept
     group has none) and at its deepest depth, over every depth of the group whatever `min_depth`;
     `trained_to_plateau` says whether every model of the group met the plateau criterion."""
     rows = []
-    for key, part in df.groupby(list(by), sort=True):
-        key = key if isinstance(key, tuple) else (key,)
+    for key, part in sweeps(df, by):
         mean = part.groupby("depth").loss.mean()
         rows.append({**dict(zip(by, key)), **_fit_row(part, L0, min_depth, weighted=weighted),
                      "deepest": int(mean.index.max()), "R_1": float(mean.get(1, math.nan)),
@@ -113,10 +118,9 @@ def gap_table(df: pd.DataFrame, floors: pd.DataFrame, by: list[str]) -> pd.DataF
     log-log slope of the disagreement A_L - C_L over the deeper half of the group's depths (about
     0 when it approaches a constant), and A_L, C_L at the deepest depth (means over seeds)."""
     rows = []
-    for key, part in df.groupby(list(by), sort=True):
+    for key, part in sweeps(df, by):
         if part.C_L.isna().all():  # no decomposition (depth 1 only, or no per-layer predictors)
             continue
-        key = key if isinstance(key, tuple) else (key,)
         L0 = floors.set_index(list(by)).loc[key if len(key) > 1 else key[0], "L0"]
         m = seed_means(part, "C_L")
         row = {**dict(zip(by, key)), "L0": float(L0)}
@@ -196,8 +200,7 @@ def largest_rise(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         m = part.groupby("depth").loss.mean().to_numpy()
         return float(max([0.0] + [m[j] - m[i] for i in range(len(m)) for j in range(i + 1, len(m))]))
 
-    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))), "largest rise with depth": rise(part)}
-            for key, part in df.groupby(list(by), sort=True)]
+    rows = [{**dict(zip(by, key)), "largest rise with depth": rise(part)} for key, part in sweeps(df, by)]
     return pd.DataFrame(rows)
 
 
