@@ -57,12 +57,16 @@ FIT_VARIANTS = {
 }
 
 
-def fit_variants(df: pd.DataFrame, by: list[str], workers: int = 1) -> pd.DataFrame:
+def fit_variants(df: pd.DataFrame, by: list[str], workers: int = 1, protocol: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per group of `by` and per fit of FIT_VARIANTS: alpha and L0 with their intervals over seeds,
-    the groups of every fit shared among `workers` processes (`in_processes`)."""
+    the groups of every fit shared among `workers` processes (`in_processes`). `protocol`: the
+    protocol fit's `estimate_table(df, by)` where it was computed already (notebook 05's table 1),
+    which is then not refitted: its fits stayed in the processes that made them."""
     groups = sweeps(df, by)
-    tasks = [(key, part, by, "loss", options) for options in FIT_VARIANTS.values() for key, part in groups]
-    rows = pd.DataFrame(in_processes(estimate_row, tasks, workers))
+    fits = list(FIT_VARIANTS.values())[0 if protocol is None else 1:]
+    tasks = [(key, part, by, "loss", options) for options in fits for key, part in groups]
+    done = [] if protocol is None else protocol.to_dict("records")
+    rows = pd.DataFrame(done + in_processes(estimate_row, tasks, workers))
     names = [name for name in FIT_VARIANTS for _ in groups]
     kept = [*by, "n_seeds", *[c for c in rows.columns if c.startswith(("alpha", "L0"))], "fit_problem"]
     return rows[kept].assign(fit=names)

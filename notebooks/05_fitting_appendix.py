@@ -88,9 +88,9 @@ table1 = pd.DataFrame()
 if difficult is not None:
     soft2 = difficult[(difficult.model == "softmax") & (difficult.top_k == 2) & (difficult.sweep == "main")]
     linear = difficult[(difficult.model == "linear") & (difficult.top_k == 2)]
-    table1 = estimates.estimate_table(soft2, RANKED, workers=s["fit_workers"])
+    protocol = estimates.estimate_table(soft2, RANKED, workers=s["fit_workers"])
     plateau = tables.plateau_of(linear, tables.SPECTRUM).rename("linear_plateau")
-    table1 = table1.join(plateau, on=tables.SPECTRUM)
+    table1 = protocol.join(plateau, on=tables.SPECTRUM)
     table1["L0 / linear plateau"] = table1.L0 / table1.linear_plateau
     nb.save_table(s, table1, "table1_softmax_top2")
 table1[[c for c in table1.columns if not c.endswith(("68", "c_lo95", "c_hi95"))]].round(3) if len(table1) else table1
@@ -104,7 +104,7 @@ table1[[c for c in table1.columns if not c.endswith(("68", "c_lo95", "c_hi95"))]
 # %%
 variants = pd.DataFrame()
 if difficult is not None:
-    variants = estimates.fit_variants(soft2, RANKED, workers=s["fit_workers"])
+    variants = estimates.fit_variants(soft2, RANKED, workers=s["fit_workers"], protocol=protocol)
     nb.save_table(s, variants, "fit_sensitivity")
     fig, axes = plt.subplots(1, soft2.key_dim.nunique(), figsize=(4 * soft2.key_dim.nunique(), 3.6), sharey=True,
                              squeeze=False, layout="constrained")

@@ -96,3 +96,10 @@ def test_fit_variants_name_every_row_with_its_fit():
     protocol = v[v.fit == next(iter(estimates.FIT_VARIANTS))].reset_index(drop=True)
     table = estimates.estimate_table(frame, ["key_dim"])
     assert protocol.alpha.tolist() == table.alpha.tolist()
+
+
+def test_fit_variants_reuse_a_protocol_table_given_and_give_the_same_rows():
+    frame = pd.concat([sweep(alpha=a, noise=0.03, seeds=3, key_dim=k) for a, k in ((0.8, 4), (1.1, 8))])
+    protocol = estimates.estimate_table(frame, ["key_dim"])
+    pd.testing.assert_frame_equal(estimates.fit_variants(frame, ["key_dim"], protocol=protocol),
+                                  estimates.fit_variants(frame, ["key_dim"]), check_exact=True)
