@@ -312,3 +312,38 @@ def sample(cfg, draws, lam_sqrt: torch.Tensor, omega_scale: torch.Tensor) -> tup
             P, d, int(cfg.normalize_inputs), cfg.top_k, ptr(rot), ptr(x), ptr(xq), ptr(w), ptr(y), ptr(weights)]
     parallel(lambda _, b0, b1: lib.sample_contexts(*args, b0, b1), n)
     return x, y, xq, weights, rot, w
+
+
+@cache
+def ziggurat_tables() -> tuple:
+    """The float32 ziggurat's tables (w, k, f: 256 boxes each) as numpy builds them: Marsaglia and
+    Tsang's recursion for 256 boxes and 23 random bits, in double, w and f rounded to float32 and
+    k to the nearest integer (tests/test_normal.py compares them with numpy's own library)."""
+    import math
+
+    import numpy as np
+    r, v, m = 3.6541528853610088, 0.00492867323399, 2.0**23  # the base box's edge and every box's area
+    w, k, f = np.zeros(256), np.zeros(256), np.zeros(256)
+    q = v / math.exp(-0.5 * r * r)  # the base box's width: its area over the density at r
+    k[0], w[0], f[0] = r / q * m, q / m, 1.0
+    w[255], f[255] = r / m, math.exp(-0.5 * r * r)
+    edge = r
+    for i in range(254, 0, -1):  # each box's edge from the one above it: equal areas
+        inner = math.sqrt(-2 * math.log(v / edge + math.exp(-0.5 * edge * edge)))
+        k[i + 1], edge = inner / edge * m, inner
+        w[i], f[i] = inner / m, math.exp(-0.5 * inner * inner)
+    return w.astype(np.float32), np.round(k).astype(np.uint32), f.astype(np.float32)
+
+
+def normal(seed: int, out: torch.Tensor) -> torch.Tensor:
+    """numpy's Generator(PCG64(seed)).standard_normal(out.shape, dtype=float32) into out (CPU float32,
+    contiguous), the same bits, from icl/kernels/normal.c."""
+    import numpy as np
+    state = np.random.PCG64(seed).state["state"]  # numpy's seeding (SeedSequence) stays numpy's
+    s, inc = state["state"], state["inc"]
+    w, k, f = ziggurat_tables()
+    u64 = ctypes.c_uint64
+    library("normal").normal_fill(u64(s >> 64), u64(s & (2**64 - 1)), u64(inc >> 64), u64(inc & (2**64 - 1)),
+                                  w.ctypes.data_as(ctypes.c_void_p), k.ctypes.data_as(ctypes.c_void_p),
+                                  f.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(out.numel()), ptr(out))
+    return out

@@ -48,8 +48,15 @@ def gaussian(*shape: int, gen: torch.Generator, out: torch.Tensor | None = None)
     vectorises its Box-Muller transform one way under ATEN_CPU_CAPABILITY=default and another
     under avx2 and avx512 (and its float64 draws cost 4x more), so the numbers come from numpy's
     ziggurat (PCG64), which has one code path everywhere, seeded by one integer drawn from `gen`
-    (so `gen` still carries the stream). Into `out` where given; on gen's device."""
+    (so `gen` still carries the stream). Into `out` where given; on gen's device. On the CPU the
+    same bits come from icl/kernels/normal.c, 3x faster (it was a third of a training step)."""
+    from . import native
+
     seed = int(torch.randint(0, 2**62, (1,), generator=gen, device=gen.device))
+    if gen.device.type == "cpu" and native.usable("normal", 16):
+        direct = out is not None and out.is_contiguous() and out.dtype == torch.float32
+        z = native.normal(seed, out if direct else torch.empty(shape))
+        return z if out is None or direct else out.copy_(z)
     z = torch.from_numpy(np.random.Generator(np.random.PCG64(seed)).standard_normal(shape, dtype=np.float32))
     if out is None:
         return z.to(gen.device)

@@ -1,0 +1,92 @@
+"""icl/kernels/normal.c draws numpy's float32 standard normals, bit for bit: its tables are numpy's,
+its draws are numpy's for any seed and length, and tasks.gaussian gives the same numbers with and
+without it."""
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from icl import native, tasks
+
+pytestmark = pytest.mark.skipif(native.library("normal") is None, reason="no C compiler for the kernels")
+
+
+def numpy_draws(seed: int, n: int) -> np.ndarray:
+    return np.random.Generator(np.random.PCG64(seed)).standard_normal(n, dtype=np.float32)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 20_261_063, 2**62 - 1])
+@pytest.mark.parametrize("n", [1, 2, 7, 300_001])
+def test_draws_are_numpys_bits(seed, n):
+    """Odd lengths end on a buffered half of a 64-bit output; 300,001 draws reach the tail and the
+    wedges of the ziggurat (checked below)."""
+    out = native.normal(seed, torch.empty(n))
+    assert np.array_equal(out.numpy().view(np.uint32), numpy_draws(seed, n).view(np.uint32))
+
+
+def test_every_path_of_the_ziggurat_is_compared():
+    """2 million draws take numpy's slow paths too (the tail beyond the base box's edge r, the
+    wedges): they consume more than one 32-bit number per draw, and every draw after them is
+    still numpy's, so the slow paths consumed what numpy's did and returned what it returned."""
+    n = 2_000_000
+    gen = np.random.Generator(np.random.PCG64(5))
+    ref = gen.standard_normal(n, dtype=np.float32)
+    out = native.normal(5, torch.empty(n)).numpy()
+    assert np.array_equal(out.view(np.uint32), ref.view(np.uint32))
+    fast_paths_only = np.random.PCG64(5).advance(n // 2)  # one 32-bit half per draw
+    assert gen.bit_generator.state["state"] != fast_paths_only.state["state"]
+    assert (np.abs(ref) > 3.6541529).sum() > 50  # the tail's draws
+
+
+def test_gaussian_is_the_same_with_and_without_the_kernel(monkeypatch):
+    """Into a fresh tensor, into a contiguous `out` and into a strided one: numpy's numbers each time."""
+    def three(gen_seed):
+        gen = torch.Generator().manual_seed(gen_seed)
+        strided = torch.zeros(6, 10)[:, ::2]
+        return [tasks.gaussian(4, 3, 5, gen=gen), tasks.gaussian(2, 9, gen=gen, out=torch.empty(2, 9)),
+                tasks.gaussian(6, 5, gen=gen, out=strided)]
+
+    with_kernel = three(7)
+    monkeypatch.setattr(native, "usable", lambda name, *a: False)
+    without = three(7)
+    for a, b in zip(with_kernel, without):
+        assert torch.equal(a, b)
+
+
+def _numpy_library_tables(tmp_path: Path):
+    """w, k, f as compiled into numpy's libnpyrandom.a (read with ar and readelf), or None."""
+    lib = Path(np.__file__).parent / "random" / "lib" / "libnpyrandom.a"
+    if not (lib.exists() and shutil.which("ar") and shutil.which("readelf")):
+        return None
+    subprocess.run(["ar", "x", str(lib)], cwd=tmp_path, check=True)
+    obj = next((p for p in tmp_path.glob("*.o") if b"wi_float" in p.read_bytes()), None)
+    if obj is None:
+        return None
+    sections = subprocess.run(["readelf", "-SW", str(obj)], capture_output=True, text=True, check=True).stdout
+    symbols = subprocess.run(["readelf", "-sW", str(obj)], capture_output=True, text=True, check=True).stdout
+    offsets = {}  # section index -> file offset
+    for line in sections.splitlines():
+        fields = line.replace("[ ", "[").split()
+        if fields and fields[0].startswith("[") and fields[0][1:-1].isdigit() and len(fields) > 5:
+            offsets[int(fields[0][1:-1])] = int(fields[4], 16)
+    data, tables = obj.read_bytes(), {}
+    for line in symbols.splitlines():
+        fields = line.split()
+        if len(fields) == 8 and fields[7] in ("wi_float", "ki_float", "fi_float"):
+            start = offsets[int(fields[6])] + int(fields[1], 16)
+            tables[fields[7]] = data[start : start + 1024]
+    if len(tables) < 3:
+        return None
+    return (np.frombuffer(tables["wi_float"], np.float32), np.frombuffer(tables["ki_float"], np.uint32),
+            np.frombuffer(tables["fi_float"], np.float32))
+
+
+def test_tables_are_numpys(tmp_path):
+    theirs = _numpy_library_tables(tmp_path)
+    if theirs is None:
+        pytest.skip("numpy's libnpyrandom.a, ar or readelf is not here")
+    for ours, reference in zip(native.ziggurat_tables(), theirs):
+        assert np.array_equal(ours, reference)
