@@ -48,9 +48,12 @@ def layer_reads(batch: Batch, bases: torch.Tensor, betas=BETAS) -> torch.Tensor:
     parts = []
     for i in range(0, len(batch), CHUNK):
         x, xq, y = batch.x[i:i + CHUNK], batch.xq[i:i + CHUNK], batch.y[i:i + CHUNK]
-        px = torch.einsum("bpd,sdk->bspk", x, bases)  # (b, S, P, k) projected tokens
+        # x_mu^T U U^T x_q / k as x_mu . v with v = U U^T x_q / k, the query's projection back in R^d:
+        # one (S, d) x (d, P) product per context, instead of projecting every token onto every
+        # subspace (k times the work, in einsum's small batched products)
         pq = torch.einsum("bd,sdk->bsk", xq, bases)  # (b, S, k) projected query
-        score = torch.einsum("bspk,bsk->bsp", px, pq) / k  # (b, S, P)
+        v = torch.einsum("bsk,sdk->bsd", pq, bases) / k  # (b, S, d)
+        score = torch.bmm(v, x.transpose(1, 2))  # (b, S, P)
         reads = [(torch.softmax(float(beta) * score, -1) * y[:, None, :]).sum(-1) for beta in betas]
         parts.append(torch.stack(reads).double())  # (G, b, S)
     return torch.cat(parts, dim=1)

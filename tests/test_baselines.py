@@ -109,3 +109,20 @@ def test_frozen_subspaces_train_only_the_maps_inside_them():
         RunConfig(model="linear", key_dim=2, dim=8, subspace="random")
     with pytest.raises(ConfigError, match="subspace"):
         RunConfig(model="softmax", key_dim=8, dim=8, subspace="tiled")
+
+
+@pytest.mark.parametrize("k", [2, 3, 8])
+def test_layer_reads_are_the_softmax_of_the_projected_scores(k):
+    """Every layer's read, against the score x_mu^T U U^T x_q / k and its softmax computed token by
+    token in float64: layer_reads forms the score through the query's projection (one product per
+    context), which must be the same number to float32 rounding."""
+    fit, _ = fitted(key_dim=k)
+    batch = fit.slice(0, 300)  # more than one CHUNK
+    bases = baselines.layer_bases("random_subspace", 5, 8, k)
+    betas = [1.0, 30.0]
+    reads = baselines.layer_reads(batch, bases, betas)
+    x, xq, y, U = batch.x.double(), batch.xq.double(), batch.y.double(), bases.double()
+    score = torch.einsum("bpd,sdk,sek,be->bsp", x, U, U, xq) / k
+    expected = torch.stack([(torch.softmax(b * score, -1) * y[:, None, :]).sum(-1) for b in betas])
+    assert reads.shape == (2, 300, 5)
+    torch.testing.assert_close(reads, expected, rtol=0, atol=2e-5)
