@@ -113,9 +113,10 @@ def test_frozen_subspaces_train_only_the_maps_inside_them():
 
 @pytest.mark.parametrize("k", [2, 3, 8])
 def test_layer_reads_are_the_softmax_of_the_projected_scores(k):
-    """Every layer's read, against the score x_mu^T U U^T x_q / k and its softmax computed token by
-    token in float64: layer_reads forms the score through the query's projection (one product per
-    context), which must be the same number to float32 rounding."""
+    """Every layer's read, against the score x_mu^T U U^T x_q / k and its softmax in float64:
+    layer_reads forms the score in float32 through the query's projection (one product per
+    context). The tolerance is float32 rounding amplified by beta = 30 in the softmax, a guard
+    against a wrong formula, not the measured agreement (7e-9 relative in the losses, speed.md)."""
     fit, _ = fitted(key_dim=k)
     batch = fit.slice(0, 300)  # more than one CHUNK
     bases = baselines.layer_bases("random_subspace", 5, 8, k)
