@@ -1,5 +1,6 @@
 """C kernels for the CPU (icl/kernels/*.c): the layers of the controlled model, of context updates
-and of the shared stream, and the arithmetic of sampling a batch.
+and of the shared stream, the arithmetic of sampling a batch, and its Gaussian draws (numpy's
+generator and ziggurat, the same bits).
 
 Every context (in the cascades, every (model, context) pair) needs nothing from any other, so a C
 loop runs all of its layers with its states in L1 cache, forming each attention, using it and
@@ -150,7 +151,8 @@ def usable(name: str, tokens: int, *tensors: torch.Tensor) -> bool:
 def in_use(cfg, device: torch.device) -> list[str]:
     """The kernels a run of this config trains through, with their builds ("softmax_ensemble:native",
     ...; empty where none). Sampling runs in C for the training batches on the CPU and, on every
-    device, for the held-out sets (drawn on the CPU)."""
+    device, for the held-out sets (drawn on the CPU). The draws' kernel (normal) is not listed: its numbers
+    are numpy's bit for bit, so runs with and without it share their cache entries."""
     used = ["sampling"] if usable("sampling", 16) else []
     name = KERNEL_OF.get(cfg.model)
     if name is not None and device.type == "cpu" and usable(name, cfg.context_length):
@@ -318,7 +320,9 @@ def sample(cfg, draws, lam_sqrt: torch.Tensor, omega_scale: torch.Tensor) -> tup
 def ziggurat_tables() -> tuple:
     """The float32 ziggurat's tables (w, k, f: 256 boxes each) as numpy builds them: Marsaglia and
     Tsang's recursion for 256 boxes and 23 random bits, in double, w and f rounded to float32 and
-    k to the nearest integer (tests/test_normal.py compares them with numpy's own library)."""
+    k to the nearest integer (tests/test_normal.py compares them with numpy's own library). k[1] is 0
+    by construction: box 1 lies wholly under the curve's shoulder, so its draws always take the wedge
+    test. Read only: every call shares them."""
     import math
 
     import numpy as np
@@ -332,13 +336,18 @@ def ziggurat_tables() -> tuple:
         inner = math.sqrt(-2 * math.log(v / edge + math.exp(-0.5 * edge * edge)))
         k[i + 1], edge = inner / edge * m, inner
         w[i], f[i] = inner / m, math.exp(-0.5 * inner * inner)
-    return w.astype(np.float32), np.round(k).astype(np.uint32), f.astype(np.float32)
+    tables = w.astype(np.float32), np.round(k).astype(np.uint32), f.astype(np.float32)
+    for t in tables:
+        t.setflags(write=False)
+    return tables
 
 
 def normal(seed: int, out: torch.Tensor) -> torch.Tensor:
     """numpy's Generator(PCG64(seed)).standard_normal(out.shape, dtype=float32) into out (CPU float32,
     contiguous), the same bits, from icl/kernels/normal.c."""
     import numpy as np
+    if out.device.type != "cpu" or out.dtype != torch.float32:
+        raise ValueError(f"native.normal fills CPU float32 tensors, not {out.dtype} on {out.device}")
     state = np.random.PCG64(seed).state["state"]  # numpy's seeding (SeedSequence) stays numpy's
     s, inc = state["state"], state["inc"]
     w, k, f = ziggurat_tables()

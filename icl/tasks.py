@@ -54,8 +54,8 @@ def gaussian(*shape: int, gen: torch.Generator, out: torch.Tensor | None = None)
 
     seed = int(torch.randint(0, 2**62, (1,), generator=gen, device=gen.device))
     if gen.device.type == "cpu" and native.usable("normal", 16):
-        direct = out is not None and out.is_contiguous() and out.dtype == torch.float32
-        z = native.normal(seed, out if direct else torch.empty(shape))
+        direct = out is not None and out.shape == shape and native.usable("normal", 16, out) and out.is_contiguous()
+        z = native.normal(seed, out if direct else torch.empty(shape, dtype=torch.float32))
         return z if out is None or direct else out.copy_(z)
     z = torch.from_numpy(np.random.Generator(np.random.PCG64(seed)).standard_normal(shape, dtype=np.float32))
     if out is None:

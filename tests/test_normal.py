@@ -99,3 +99,14 @@ def test_tables_are_numpys(tmp_path):
         pytest.skip("numpy's libnpyrandom.a, ar or readelf is not here")
     for ours, reference in zip(native.ziggurat_tables(), theirs):
         assert np.array_equal(ours, reference)
+
+
+def test_the_kernel_refuses_what_it_cannot_fill_and_gaussian_copies_into_it():
+    """A float64 `out` gets numpy's float32 numbers through a copy; native.normal itself names the
+    dtype it cannot fill instead of writing float32 bits into it."""
+    with pytest.raises(ValueError, match="float64"):
+        native.normal(3, torch.empty(4, dtype=torch.float64))
+    out = tasks.gaussian(5, gen=torch.Generator().manual_seed(1), out=torch.empty(5, dtype=torch.float64))
+    gen = torch.Generator().manual_seed(1)
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+    assert torch.equal(out, torch.from_numpy(numpy_draws(seed, 5)).double())

@@ -11,7 +11,10 @@
    exp and log1pf are the C library's, as numpy's are.
 
    Every rounding is numpy's: float products and sums one at a time (no fused multiply-add, which
-   -march=native would otherwise allow the compiler to form), the wedge's bound in double. */
+   -march=native would otherwise allow the compiler to form), the wedge's bound in double. This
+   assumes numpy's own build did not fuse the wedge's product and sum, as its x86-64 wheels do not
+   (a compiler may fuse by default on aarch64): tests/test_normal.py compares the bits wherever it
+   runs, and the kernel is only a faster path to the numbers numpy gives. */
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #elif defined(__GNUC__)
