@@ -132,10 +132,10 @@ def bounds(cfg: RunConfig, depths=(1, 2, 4, 8, 16, 32, 64), fit_contexts: int = 
 
 
 def bound_bytes(cfg: RunConfig, depths, fit_contexts: int) -> int:
-    """Estimated peak of `bounds` (float32, float64 where numpy takes over): the two context sets, kept
-    throughout, and the larger of drawing one, the mixture's reads over BETAS and the random-subspace
-    reads of the subspace ensembles (`icl.baselines`: every layer at every temperature, both sets in
-    float64, chunks of CHUNK contexts, one kind of ensemble at a time)."""
+    """Estimated peak of live memory in `bounds` (float32, float64 where numpy takes over): the two
+    context sets, kept throughout, and the larger of drawing one, the mixture's reads over BETAS and
+    the random-subspace reads of the subspace ensembles (`icl.baselines`: every layer at every
+    temperature on the fit set in float64, in chunks of CHUNK contexts, one kind at a time)."""
     from .memory import FLOAT, batch_floats
 
     d, P, k, E, n = cfg.dim, cfg.context_length, cfg.resolved_key_dim, cfg.eval_contexts, fit_contexts
@@ -144,11 +144,12 @@ def bound_bytes(cfg: RunConfig, depths, fit_contexts: int) -> int:
     draw = batch_floats(cfg, max(n, E))
     mixture = 5 * len(BETAS) * B + 3 * max(n, E) * P  # reads, their float64 copies, one softmax
     G = len(baselines.BETAS)
-    # one chunk's projected inputs (C, S, P, k) and einsum's copy of them, scores and softmaxes (C, S, P)
-    chunk = min(baselines.CHUNK, max(n, E)) * S * (2 * P * k + 6 * P + k + 2 * G)
-    # the reads of both sets in float64 (G, B, S) and one set's chunks while they are joined; per depth
-    # the ensembles' means and the loss temporaries, float64 (G, blocks B)
-    subspace = 4 * G * B * S + chunk + 10 * G * B * min(baselines.MAX_BLOCKS, S)
+    # one chunk's projected queries (C, S, k + d), its scores, their scaled copy, softmax and weighted
+    # values (C, S, P), and its reads at every temperature, stacked and in float64 (G, C, S)
+    chunk = min(baselines.CHUNK, n) * S * (k + d + 4 * P + 4 * G)
+    # the fit set's reads in float64 (G, n, S) and its chunks while they are joined; per depth the
+    # ensembles' means and the loss temporaries, float64 (G, blocks n)
+    subspace = 4 * G * n * S + chunk + 10 * G * n * min(baselines.MAX_BLOCKS, S)
     return FLOAT * (kept + max(draw, mixture, subspace))
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import live_memory_env
 from icl import bounds
 from icl.cli import main
 from icl.config import RunConfig
@@ -114,12 +115,11 @@ print(peak[0] - base)
                          ids=["default", "rank 4 to depth 256"])
 @pytest.mark.slow
 def test_the_bound_memory_estimate_is_within_a_factor_of_two_of_the_measured_peak(sizes, depths, fit):
-    import os
     import subprocess
     import sys
 
     out = subprocess.run([sys.executable, "-c", BOUND_PROBE, json.dumps(sizes), json.dumps(depths), str(fit)],
-                         capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True)
+                         capture_output=True, text=True, timeout=300, env=live_memory_env(), check=True)
     measured, estimate = int(out.stdout.split()[-1]), bounds.bound_bytes(RunConfig(**sizes), depths, fit)
     print(f"estimate {estimate / 2**20:.0f} MiB, measured {measured / 2**20:.0f} MiB")
     assert 0.5 < estimate / measured < 2.0

@@ -1,13 +1,13 @@
 """The memory estimate that refuses runs too big to fit: close to the measured peak of real runs
 of every model, and refusing in one line with the estimate and the limit."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import live_memory_env
 from icl.config import ConfigError, RunConfig
 from icl.memory import GIB, check_fits, estimate_bytes
 
@@ -55,7 +55,7 @@ CASES = [  # (config, depths): a few hundred MiB each, where the run's tensors d
 def test_estimate_is_within_a_factor_of_two_of_the_measured_peak(sizes, depths):
     cfg = dict(sizes, steps=2, eval_points=1, device="cpu")
     out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(cfg), json.dumps(depths)], capture_output=True,
-                         text=True, timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True)
+                         text=True, timeout=300, cwd=ROOT, env=live_memory_env(), check=True)
     measured = int(out.stdout.split()[-1])
     estimate = estimate_bytes(RunConfig(**cfg), depths)
     print(f"{sizes['model']}: estimate {estimate / 2**20:.0f} MiB, measured {measured / 2**20:.0f} MiB")
