@@ -20,6 +20,33 @@ TINY = dict(dim=6, context_length=12, batch_size=32, steps=12, eval_contexts=64,
             device="cpu", learning_rate=1e-2)
 
 
+# The head of a probe script run with live_memory_env(): `live_peak(run)` is the largest rise of
+# the process's resident anonymous memory (not the library pages, which a busy machine may evict)
+# while run() executes, sampled every millisecond. The script warms its libraries and allocator first.
+PEAK_PROBE = """
+import json, sys, threading, time, torch
+torch.set_num_threads(1)
+
+def anon():
+    for line in open("/proc/self/status"):
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+
+def live_peak(run):
+    base, peak, done = anon(), [0], threading.Event()
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], anon())
+            time.sleep(0.001)
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    run()
+    done.set()
+    watcher.join()
+    return peak[0] - base
+"""
+
+
 def live_memory_env() -> dict:
     """The environment of a subprocess whose peak memory is compared with an estimate: one thread,
     and glibc's mmap threshold pinned at 1 MiB. Left alone, malloc raises that threshold as large

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import live_memory_env
+from conftest import PEAK_PROBE, live_memory_env
 from icl import bounds
 from icl.cli import main
 from icl.config import RunConfig
@@ -85,29 +85,12 @@ def test_bounds_are_cached_and_recomputed_when_their_code_changes(tmp_path, monk
     assert len(calls) == 2 and again["random_subspace"] == first["random_subspace"]
 
 
-BOUND_PROBE = """
-import json, sys, threading, time, torch
-torch.set_num_threads(1)
+BOUND_PROBE = PEAK_PROBE + """
 from icl import bounds
 from icl.config import RunConfig
 
-def anon():
-    for line in open("/proc/self/status"):
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) * 1024
-
 bounds.bounds(RunConfig(dim=4, context_length=8, eval_contexts=32), [1, 2], 32)  # libraries and allocator warm
-base, peak, done = anon(), [0], threading.Event()
-def watch():
-    while not done.is_set():
-        peak[0] = max(peak[0], anon())
-        time.sleep(0.001)
-watcher = threading.Thread(target=watch)
-watcher.start()
-bounds.bounds(RunConfig(**json.loads(sys.argv[1])), json.loads(sys.argv[2]), int(sys.argv[3]))
-done.set()
-watcher.join()
-print(peak[0] - base)
+print(live_peak(lambda: bounds.bounds(RunConfig(**json.loads(sys.argv[1])), json.loads(sys.argv[2]), int(sys.argv[3]))))
 """
 
 

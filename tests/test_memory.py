@@ -7,39 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from conftest import live_memory_env
+from conftest import PEAK_PROBE, live_memory_env
 from icl.config import ConfigError, RunConfig
 from icl.memory import GIB, check_fits, estimate_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PROBE = """
-import json, sys, threading, time, torch
-torch.set_num_threads(1)
+PROBE = PEAK_PROBE + """
 from icl.config import RunConfig
 from icl.train import train_group
-
-def anon():  # resident anonymous memory: not the library pages, which a busy machine may evict
-    for line in open("/proc/self/status"):
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) * 1024
-
-peak, done = [0], threading.Event()
-def watch():
-    while not done.is_set():
-        peak[0] = max(peak[0], anon())
-        time.sleep(0.001)
 
 cfg, depths = RunConfig(**json.loads(sys.argv[1])), json.loads(sys.argv[2])
 train_group([RunConfig(model=cfg.model, dim=4, context_length=8, steps=2, batch_size=8, eval_contexts=8,
                        eval_points=1, device="cpu")], progress=False)  # libraries and allocator warm
-base = anon()
-watcher = threading.Thread(target=watch)
-watcher.start()
-train_group([cfg.replace(depth=L) for L in depths], progress=False)
-done.set()
-watcher.join()
-print(peak[0] - base)
+print(live_peak(lambda: train_group([cfg.replace(depth=L) for L in depths], progress=False)))
 """
 
 CASES = [  # (config, depths): a few hundred MiB each, where the run's tensors dominate the peak
