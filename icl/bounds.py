@@ -146,7 +146,7 @@ def bound_bytes(cfg: RunConfig, depths, fit_contexts: int) -> int:
     G = len(baselines.BETAS)
     # one chunk's projected queries (C, S, k + d), its scores, their scaled copy, softmax and weighted
     # values (C, S, P), and its reads at every temperature, stacked and in float64 (G, C, S)
-    chunk = min(baselines.CHUNK, n) * S * (k + d + 4 * P + 4 * G)
+    chunk = min(baselines.CHUNK, max(n, E)) * S * (k + d + 4 * P + 4 * G)  # the evaluation set is read in chunks too
     # the fit set's reads in float64 (G, n, S) and its chunks while they are joined; per depth the
     # ensembles' means and the loss temporaries, float64 (G, blocks n)
     subspace = 4 * G * n * S + chunk + 10 * G * n * min(baselines.MAX_BLOCKS, S)
