@@ -13,7 +13,9 @@ blocks in block order (sum_blocks), so results do not depend on the number of th
 They are compiled on first use with the system's C compiler (`cc`, or $CC) into a per-user cache
 ($ICL_KERNEL_CACHE, default ~/.cache/icl/kernels) with -march=native (PORTABLE_FLAGS where the
 compiler refuses it, or always with ICL_KERNEL_FLAGS=portable: the path of a machine without
-AVX-512), and called through ctypes, which releases the GIL, so threads split the contexts.
+AVX-512), with -fopenmp where the compiler takes it, and called through ctypes. A library built
+with OpenMP splits its contexts among torch's own threads (icl/kernels/threads.h); one without
+splits them among Python threads (ctypes releases the GIL).
 
 Where there is no compiler, on a GPU, for context updates and the shared stream with contexts
 that are not a multiple of 16 tokens, or with ICL_NATIVE=0, the models use their torch path:
@@ -39,6 +41,7 @@ import torch
 KERNELS = Path(__file__).with_name("kernels")
 FLAGS = ["-O3", "-march=native", "-fPIC", "-shared"]
 PORTABLE_FLAGS = ["-O3", "-fPIC", "-shared"]  # for compilers that know no -march=native
+OPENMP = ["-fopenmp"]  # where the compiler has it (Apple's clang has not): each set is tried with it first
 BUILD = Path(os.environ.get("ICL_KERNEL_CACHE", Path.home() / ".cache" / "icl" / "kernels"))
 
 
@@ -49,7 +52,8 @@ def enabled() -> bool:
 
 def build_flags() -> list[list[str]]:
     """The flag sets to try, best first: ICL_KERNEL_FLAGS=portable forces the portable build."""
-    return [PORTABLE_FLAGS] if os.environ.get("ICL_KERNEL_FLAGS") == "portable" else [FLAGS, PORTABLE_FLAGS]
+    bases = [PORTABLE_FLAGS] if os.environ.get("ICL_KERNEL_FLAGS") == "portable" else [FLAGS, PORTABLE_FLAGS]
+    return [flags for base in bases for flags in (base + OPENMP, base)]
 
 
 def _compile(source: Path, target: Path, flags: list[str]) -> bool:
@@ -72,6 +76,7 @@ def _compile(source: Path, target: Path, flags: list[str]) -> bool:
 
 
 BUILT_WITH: dict[str, str] = {}  # kernel name -> "native" or "portable": the flags its library was built with
+ON_TORCH_THREADS: dict[str, bool] = {}  # kernel name -> whether its library splits its work on torch's OpenMP threads
 
 
 def _checksum(path: Path) -> str:
@@ -125,7 +130,8 @@ def library(name: str) -> ctypes.CDLL | None:
             lib = ctypes.CDLL(str(target))
         except OSError:
             continue
-        BUILT_WITH[name] = "portable" if flags == PORTABLE_FLAGS else "native"
+        BUILT_WITH[name] = "native" if "-march=native" in flags else "portable"
+        ON_TORCH_THREADS[name] = hasattr(lib, "uses_openmp") and bool(lib.uses_openmp()) and one_openmp_runtime()
         return lib
     try:
         if any(BUILD.glob(f"{name}-*.so")):
@@ -174,21 +180,35 @@ def split(n: int, parts: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(edges, edges[1:])]
 
 
+def one_openmp_runtime() -> bool:
+    """Whether this process has one OpenMP runtime loaded (read from /proc/self/maps; False where
+    that cannot be read). A kernel library built with -fopenmp shares torch's libgomp when the two
+    have one soname; had it loaded a second runtime, that runtime's threads would compete with
+    torch's for the cores, as the Python threads once did (2 threads slower than 1)."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
+    paths = {line.split()[-1] for line in maps.splitlines() if "/" in line}
+    return len({p for p in paths if Path(p).name.startswith(("libgomp", "libomp", "libiomp"))}) == 1
+
+
 @cache
 def pool(threads: int) -> ThreadPoolExecutor:
     """One pool per thread count, kept: starting threads for every call costs more than a small call."""
     return ThreadPoolExecutor(threads, thread_name_prefix="icl-native")
 
 
-def parallel(call, n: int, threads: int | None = None) -> int:
-    """call(part, b0, b1) for ranges of [0, n), one per torch thread (or `threads`); returns the
-    number of parts. Small calls pass threads=1: waking a second thread costs more than they do."""
-    ranges = split(n, threads or torch.get_num_threads())
-    if len(ranges) == 1:
-        call(0, *ranges[0])
+def parallel(name: str, call, n: int) -> None:
+    """call(b0, b1, threads) over [0, n) with torch's number of threads: one call where the kernel
+    library splits its range on torch's OpenMP threads itself, else one call per part of the range
+    on a pool of Python threads."""
+    threads = torch.get_num_threads()
+    ranges = split(n, threads)
+    if ON_TORCH_THREADS.get(name) or len(ranges) == 1:
+        call(0, n, threads)
     else:
-        list(pool(len(ranges)).map(lambda i: call(i, *ranges[i]), range(len(ranges))))
-    return len(ranges)
+        list(pool(len(ranges)).map(lambda r: call(*r, 1), ranges))
 
 
 def context_forward(x, QK, u, y, counts, states, prod, stats) -> None:
@@ -198,7 +218,7 @@ def context_forward(x, QK, u, y, counts, states, prod, stats) -> None:
     count = torch.tensor(counts, dtype=torch.int64)
     args = [ptr(x), ptr(QK), ptr(u), ptr(y), ptr(count), len(counts), B, P, d, QK.shape[1] // 2,
             ptr(states), ptr(prod), ptr(stats)]
-    parallel(lambda _, b0, b1: lib.cu_forward(*args, b0, b1), B)
+    parallel("context_updates", lambda *part: lib.cu_forward(*args, *part), B)
 
 
 def context_backward(x, QK, u, counts, states, prod, stats, grad_states) -> tuple[torch.Tensor, torch.Tensor]:
@@ -212,7 +232,7 @@ def context_backward(x, QK, u, counts, states, prod, stats, grad_states) -> tupl
     count = torch.tensor(counts, dtype=torch.int64)
     args = [ptr(x), ptr(QK), ptr(u), ptr(count), len(counts), B, P, d, k2 // 2, ptr(states), ptr(prod),
             ptr(stats), ptr(grad_states), ptr(parts)]
-    parallel(lambda _, k0, k1: lib.cu_backward(*args, k0, k1), parts.shape[0])
+    parallel("context_updates", lambda *part: lib.cu_backward(*args, *part), parts.shape[0])
     total = sum_blocks(lib, parts)
     return total[: T * k2 * d].view(QK.shape), total[T * k2 * d :]
 
@@ -225,7 +245,7 @@ def stream_forward(z0, QK, V, step, counts, dzq, zq, Z, RD, ST) -> None:
     count = torch.tensor(counts, dtype=torch.int64)
     args = [ptr(z0), ptr(QK), ptr(V), ptr(step), ptr(count), len(counts), B, N - 1, D, QK.shape[1] // 2,
             ptr(dzq), ptr(zq), ptr(Z), ptr(RD), ptr(ST)]
-    parallel(lambda _, b0, b1: lib.ss_forward(*args, b0, b1), B)
+    parallel("shared_stream", lambda *part: lib.ss_forward(*args, *part), B)
 
 
 def stream_backward(QK, V, step, counts, Z, RD, ST, grad_dzq, grad_zq) -> tuple[torch.Tensor, torch.Tensor]:
@@ -238,7 +258,7 @@ def stream_backward(QK, V, step, counts, Z, RD, ST, grad_dzq, grad_zq) -> tuple[
     count = torch.tensor(counts, dtype=torch.int64)
     args = [ptr(QK), ptr(V), ptr(step), ptr(count), len(counts), B, NP - 16, D, QK.shape[1] // 2, ptr(Z), ptr(RD),
             ptr(ST), ptr(grad_dzq), ptr(grad_zq), ptr(parts)]
-    parallel(lambda _, k0, k1: lib.ss_backward(*args, k0, k1), parts.shape[0])
+    parallel("shared_stream", lambda *part: lib.ss_backward(*args, *part), parts.shape[0])
     total = sum_blocks(lib, parts)
     return total[:n].view(QK.shape), total[n:].view(V.shape)
 
@@ -255,7 +275,7 @@ def softmax_merge(Q, K, c, QT, KT, cp, W) -> None:
     T, k, d = Q.shape
     TP = W.shape[-1]
     args = [ptr(Q), ptr(K), ptr(c), T, k, d, TP, ptr(QT), ptr(KT), ptr(cp), ptr(W)]
-    parallel(lambda _, b0, b1: lib.se_merge(*args, 16 * b0, 16 * b1), TP // 16, threads=1)  # (T k d + d^2 T / 16) products
+    lib.se_merge(*args, 0, TP)  # (T k d + d^2 T / 16) products: one thread, waking a second costs more
 
 
 def softmax_blocks(contexts: int) -> int:
@@ -270,7 +290,7 @@ def softmax_forward(x, xq, y, W, QT, KT, c, g, F, GA) -> None:
     B, P, d = x.shape
     args = [ptr(x), ptr(xq), ptr(y), ptr(W), ptr(QT), ptr(KT), QT.shape[0], ptr(c), P, d, g.shape[1], W.shape[-1],
             ptr(g), ptr(F), ptr(GA)]
-    parallel(lambda _, b0, b1: lib.se_forward(*args, b0, b1), B)
+    parallel("softmax_ensemble", lambda *part: lib.se_forward(*args, *part), B)
 
 
 def softmax_backward(xq, c, F, GA, gg, QT, KT, parts) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -281,21 +301,19 @@ def softmax_backward(xq, c, F, GA, gg, QT, KT, parts) -> tuple[torch.Tensor, tor
     B, d, TP = GA.shape
     k, T = QT.shape[0], gg.shape[1]
     args = [ptr(xq), ptr(c), ptr(F), ptr(GA), ptr(gg), B, d, T, TP, ptr(parts)]
-    parallel(lambda _, k0, k1: lib.se_backward(*args, k0, k1), parts.shape[0])
+    parallel("softmax_ensemble", lambda *part: lib.se_backward(*args, *part), parts.shape[0])
     total = sum_blocks(lib, parts)  # (d d + 1, TP)
     dQ, dK = QT.new_empty(T, k, d), QT.new_empty(T, k, d)
-    parallel(lambda _, b0, b1: lib.se_unmerge(ptr(QT), ptr(KT), ptr(total), T, k, d, TP, ptr(dQ), ptr(dK), 16 * b0, 16 * b1),
-             TP // 16, threads=1)  # 2 k d^2 T / 16 products
+    lib.se_unmerge(ptr(QT), ptr(KT), ptr(total), T, k, d, TP, ptr(dQ), ptr(dK), 0, TP)  # 2 k d^2 T / 16 products: one thread
     return dQ, dK, total[-1]
 
 
 def sum_blocks(lib, parts: torch.Tensor) -> torch.Tensor:
-    """parts (blocks, ...) summed over blocks in block order, element by element (threads split
-    the elements, never a sum)."""
+    """parts (blocks, ...) summed over blocks in block order, element by element, on one thread
+    (memory-bound: a second thread costs more than it saves)."""
     n = parts[0].numel()
     out = parts.new_empty(parts.shape[1:])
-    parallel(lambda _, i0, i1: lib.sum_blocks(ptr(parts), parts.shape[0], ctypes.c_int64(n), ptr(out),
-                                             ctypes.c_int64(i0), ctypes.c_int64(i1)), n, threads=1)  # memory-bound
+    lib.sum_blocks(ptr(parts), parts.shape[0], ctypes.c_int64(n), ptr(out), ctypes.c_int64(0), ctypes.c_int64(n))
     return out
 
 
@@ -312,7 +330,7 @@ def sample(cfg, draws, lam_sqrt: torch.Tensor, omega_scale: torch.Tensor) -> tup
     y, weights = G.new_empty(n, P), G.new_empty(n, P)
     args = [ptr(G), ptr(Z), ptr(WZ), None if easy else ptr(query), ptr(query) if easy else None, ptr(ls), ptr(os_),
             P, d, int(cfg.normalize_inputs), cfg.top_k, ptr(rot), ptr(x), ptr(xq), ptr(w), ptr(y), ptr(weights)]
-    parallel(lambda _, b0, b1: lib.sample_contexts(*args, b0, b1), n)
+    parallel("sampling", lambda *part: lib.sample_contexts(*args, *part), n)
     return x, y, xq, weights, rot, w
 
 
@@ -344,7 +362,8 @@ def ziggurat_tables() -> tuple:
 
 def normal(seed: int, out: torch.Tensor) -> torch.Tensor:
     """numpy's Generator(PCG64(seed)).standard_normal(out.shape, dtype=float32) into out (CPU float32,
-    contiguous), the same bits, from icl/kernels/normal.c."""
+    contiguous), the same bits, from icl/kernels/normal.c (on torch's threads: the same bits on any
+    number of them)."""
     import numpy as np
     if out.device.type != "cpu" or out.dtype != torch.float32:
         raise ValueError(f"native.normal fills CPU float32 tensors, not {out.dtype} on {out.device}")
@@ -354,5 +373,6 @@ def normal(seed: int, out: torch.Tensor) -> torch.Tensor:
     u64 = ctypes.c_uint64
     library("normal").normal_fill(u64(s >> 64), u64(s & (2**64 - 1)), u64(inc >> 64), u64(inc & (2**64 - 1)),
                                   w.ctypes.data_as(ctypes.c_void_p), k.ctypes.data_as(ctypes.c_void_p),
-                                  f.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(out.numel()), ptr(out))
+                                  f.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(out.numel()), ptr(out),
+                                  torch.get_num_threads() if ON_TORCH_THREADS.get("normal") else 1)
     return out

@@ -62,12 +62,18 @@ def same(a, b) -> bool:
     return a == b
 
 
+@pytest.mark.parametrize("on_torch_threads", [True, False], ids=["openmp", "python-threads"])
 @pytest.mark.parametrize("model", MODELS)
-def test_threads_split_the_contexts_without_changing_the_result(model, monkeypatch):
+def test_threads_split_the_contexts_without_changing_the_result(model, on_torch_threads, monkeypatch):
     """Every kernel call of a training step (sampling, forward, backward, the blocks' sums), made
-    again with the same inputs on 2 threads, gives the same bits as on 1. (The step as a whole
-    also runs torch's own products between the calls, which may round otherwise with other
-    thread counts: those agree with the plain algebra, test_the_kernels_agree_on_two_threads.)"""
+    again with the same inputs on 2 threads, gives the same bits as on 1, whether the libraries
+    split their work on torch's OpenMP threads or icl.native splits it among Python threads (the
+    path of a build without OpenMP). (The step as a whole also runs torch's own products between
+    the calls, which may round otherwise with other thread counts: those agree with the plain
+    algebra, test_the_kernels_agree_on_two_threads.)"""
+    if not on_torch_threads:
+        for name in KERNELS:
+            monkeypatch.setitem(native.ON_TORCH_THREADS, name, False)
     calls = []
     for name in CALLS:
         real = getattr(native, name)
@@ -91,6 +97,19 @@ def test_threads_split_the_contexts_without_changing_the_result(model, monkeypat
             assert same(again, out) and same(args, after), real.__name__
     finally:
         torch.set_num_threads(1)
+
+
+def test_kernels_built_with_openmp_run_on_torchs_threads():
+    """A library built with -fopenmp loads no OpenMP runtime of its own: it shares torch's libgomp
+    (one soname), so its threads are torch's. A second runtime's threads would compete with
+    torch's for the cores (how a step once ran slower on 2 threads than on 1)."""
+    if not Path("/proc/self/maps").exists():
+        pytest.skip("no /proc/self/maps to count OpenMP runtimes in: the kernels split their work among Python threads")
+    built = [n for n in KERNELS if native.library(n).uses_openmp()]
+    if not built:
+        pytest.skip("the compiler builds no OpenMP: the kernels split their work among Python threads")
+    assert native.one_openmp_runtime()
+    assert all(native.ON_TORCH_THREADS[n] for n in built)
 
 
 @pytest.mark.parametrize("model", MODELS)

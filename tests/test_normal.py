@@ -27,6 +27,24 @@ def test_draws_are_numpys_bits(seed, n):
     assert np.array_equal(out.numpy().view(np.uint32), numpy_draws(seed, n).view(np.uint32))
 
 
+@pytest.mark.parametrize("threads", [2, 3, 8])
+def test_threads_split_the_stream_without_changing_a_bit(threads):
+    """On several threads each parses a stretch of the stream from a guessed position, and the
+    stretches are joined where their parses agree (normal.c). A stretch begins inside a draw of
+    more than one 32-bit number about once in 45 (a draw takes 1.022 of them on average): over
+    100 seeds of 7 joins (8 threads) that happened 17 times when this test was written, and every
+    draw is still numpy's. 16,384 draws is the least that splits."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for seed in range(100):
+            n = 16_384 + 997 * seed
+            out = native.normal(seed, torch.empty(n))
+            assert np.array_equal(out.numpy().view(np.uint32), numpy_draws(seed, n).view(np.uint32)), seed
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_every_path_of_the_ziggurat_is_compared():
     """2 million draws take numpy's slow paths too (the tail beyond the base box's edge r, the
     wedges): they consume more than one 32-bit number per draw, and every draw after them is

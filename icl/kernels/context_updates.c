@@ -77,8 +77,13 @@ INLINE void forward_body(const float *x, const float *QK, const float *u, const 
 }
 
 void cu_forward(const float *x, const float *QK, const float *u, const float *y, const int64_t *count, int nlayers,
-                int B, int P, int d, int k, float *states, float *prod, float *stats, int b0, int b1) {
-    BY_KEY_WIDTH(forward_body, k, x, QK, u, y, count, nlayers, B, P, d, states, prod, stats, b0, b1)
+                int B, int P, int d, int k, float *states, float *prod, float *stats, int b0, int b1, int threads) {
+#pragma omp parallel num_threads(threads)
+    {
+        int lo, hi;
+        thread_range(b0, b1, &lo, &hi);
+        BY_KEY_WIDTH(forward_body, k, x, QK, u, y, count, nlayers, B, P, d, states, prod, stats, lo, hi)
+    }
 }
 
 /* The backward pass over contexts b0 <= b < b1, from grad_states (like states), the gradient of
@@ -158,13 +163,19 @@ int block_size(void) { return BLOCK; }
    up in block order. */
 void cu_backward(const float *x, const float *QK, const float *u, const int64_t *count, int nlayers, int B, int P,
                  int d, int k, const float *states, const float *prod, const float *stats, const float *grad_states,
-                 float *parts, int k0, int k1) {
+                 float *parts, int k0, int k1, int threads) {
     int64_t T = 0;
     for (int j = 0; j < nlayers; j++) T += count[j];
-    for (int blk = k0; blk < k1; blk++) {
-        float *dQK = parts + blk * T * (2 * k * d + 1), *du = dQK + T * 2 * k * d;
-        int b0 = blk * BLOCK, b1 = b0 + BLOCK < B ? b0 + BLOCK : B;
-        memset(dQK, 0, sizeof(float) * T * (2 * k * d + 1));
-        BY_KEY_WIDTH(backward_body, k, x, QK, u, count, nlayers, B, P, d, states, prod, stats, grad_states, dQK, du, b0, b1)
+#pragma omp parallel num_threads(threads)
+    {
+        int lo, hi;
+        thread_range(k0, k1, &lo, &hi);
+        for (int blk = lo; blk < hi; blk++) {
+            float *dQK = parts + blk * T * (2 * k * d + 1), *du = dQK + T * 2 * k * d;
+            int b0 = blk * BLOCK, b1 = b0 + BLOCK < B ? b0 + BLOCK : B;
+            memset(dQK, 0, sizeof(float) * T * (2 * k * d + 1));
+            BY_KEY_WIDTH(backward_body, k, x, QK, u, count, nlayers, B, P, d, states, prod, stats, grad_states, dQK, du,
+                         b0, b1)
+        }
     }
 }

@@ -14,7 +14,15 @@
    -march=native would otherwise allow the compiler to form), the wedge's bound in double. This
    assumes numpy's own build did not fuse the wedge's product and sum, as its x86-64 wheels do not
    (a compiler may fuse by default on aarch64): tests/test_normal.py compares the bits wherever it
-   runs, and the kernel is only a faster path to the numbers numpy gives. */
+   runs, and the kernel is only a faster path to the numbers numpy gives.
+
+   Threads split one stream without changing a bit of it (normal_fill). A draw takes one 32-bit
+   number ~99 % of the time and a few more otherwise, so where the k-th draw starts is not known
+   in advance; but the generator can jump to any 32-bit position (the LCG's jump ahead), and a parse
+   of the stream begun at an arbitrary position falls into step with the true one at the first
+   draw boundary they share, almost always at once. So each thread parses its own stretch of
+   positions from its start, and one pass afterwards joins the stretches where the parses agree,
+   drawing the few numbers in between on its own. */
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #elif defined(__GNUC__)
@@ -22,6 +30,10 @@
 #endif
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "threads.h"
 
 typedef unsigned __int128 u128;
 
@@ -33,6 +45,7 @@ typedef struct {
     u128 state, inc;
     int has_half;   /* the high half of the last 64-bit output is still to be used */
     uint32_t half;
+    int64_t used;   /* 32-bit numbers taken so far: the position in the stream */
 } pcg64;
 
 static inline uint64_t next64(pcg64 *g) {
@@ -43,6 +56,7 @@ static inline uint64_t next64(pcg64 *g) {
 }
 
 static inline uint32_t next32(pcg64 *g) {
+    g->used++;
     if (g->has_half) {
         g->has_half = 0;
         return g->half;
@@ -83,11 +97,88 @@ static float normal(pcg64 *g, const float *w, const uint32_t *k, const float *f)
     }
 }
 
+/* The generator `seeded` moved to 32-bit position `at`: the LCG jumped ahead by at / 2 64-bit
+   outputs in log2 steps (state -> A state + C, A and C composed by squaring), then, for an odd
+   position, one output taken and its high half kept, as next32 leaves it. */
+static pcg64 at_position(pcg64 seeded, int64_t at) {
+    u128 mult = MULTIPLIER, plus = seeded.inc, acc_mult = 1, acc_plus = 0;
+    for (uint64_t steps = (uint64_t)(at / 2); steps; steps >>= 1) {
+        if (steps & 1) {
+            acc_mult *= mult;
+            acc_plus = acc_plus * mult + plus;
+        }
+        plus *= mult + 1;
+        mult *= mult;
+    }
+    pcg64 g = {acc_mult * seeded.state + acc_plus, seeded.inc, 0, 0, at - at % 2};
+    if (at % 2)
+        next32(&g);
+    return g;
+}
+
+#define EXPECTED_USE 1.0221 /* 32-bit numbers per draw: 1.02206 and 1.02203 over 10^8 draws of two seeds */
+#define STARTS 64           /* draw boundaries a stretch records from its start, to join at */
+
+typedef struct {
+    float *values;          /* its draws (out itself for the first stretch) */
+    int64_t count, end;     /* how many, and the position after the last */
+    int64_t starts[STARTS]; /* where its first draws began */
+} stretch;
+
+/* Draws from position `from` while they begin before `until`, into s (at most cap of them). */
+static void parse(pcg64 seeded, int64_t from, int64_t until, int64_t cap, const float *w, const uint32_t *k,
+                  const float *f, stretch *s) {
+    pcg64 g = at_position(seeded, from);
+    s->count = 0;
+    while (g.used < until && s->count < cap) {
+        if (s->count < STARTS)
+            s->starts[s->count] = g.used;
+        s->values[s->count++] = normal(&g, w, k, f);
+    }
+    s->end = g.used;
+}
+
 /* n draws into out, from the generator state (state, inc as high and low 64-bit halves; no
-   32-bit half buffered, as after seeding). */
+   32-bit half buffered, as after seeding), on up to `threads` threads: the same numbers on any. */
 void normal_fill(uint64_t state_hi, uint64_t state_lo, uint64_t inc_hi, uint64_t inc_lo, const float *w,
-                 const uint32_t *k, const float *f, int64_t n, float *out) {
-    pcg64 g = {((u128)state_hi << 64) | state_lo, ((u128)inc_hi << 64) | inc_lo, 0, 0};
-    for (int64_t i = 0; i < n; i++)
-        out[i] = normal(&g, w, k, f);
+                 const uint32_t *k, const float *f, int64_t n, float *out, int threads) {
+    pcg64 seeded = {((u128)state_hi << 64) | state_lo, ((u128)inc_hi << 64) | inc_lo, 0, 0, 0};
+    int parts = n < (1 << 14) || threads < 1 ? 1 : threads; /* below ~16k draws a thread costs more than it saves */
+    stretch *s = calloc(parts, sizeof(stretch));
+    int64_t length = (int64_t)(n * EXPECTED_USE) + 64; /* the positions the stretches cover */
+#pragma omp parallel num_threads(parts)
+    {
+        int lo, hi;
+        thread_range(0, parts, &lo, &hi);
+        for (int i = lo; i < hi; i++) {
+            int64_t from = length * i / parts, until = length * (i + 1) / parts, cap = i ? until - from : n;
+            s[i].values = i ? malloc(sizeof(float) * (cap > 0 ? cap : 1)) : out;
+            parse(seeded, from, until, cap, w, k, f, &s[i]);
+        }
+    }
+    /* Join: the first stretch is the true parse. At each next one, take true draws from the last
+       true boundary until it is one of the stretch's recorded starts; from there the stretch's
+       draws are the true ones. A stretch that never falls into step is redrawn whole. */
+    int64_t got = s[0].count, at = s[0].end;
+    pcg64 g = at_position(seeded, at);
+    for (int i = 1; i < parts && got < n; i++) {
+        int j = 0;
+        for (;;) {
+            while (j < STARTS && j < s[i].count && s[i].starts[j] < at) j++;
+            if (j == STARTS || j == s[i].count || s[i].starts[j] == at || got == n) break;
+            out[got++] = normal(&g, w, k, f);
+            at = g.used;
+        }
+        if (got < n && j < s[i].count && j < STARTS && s[i].starts[j] == at) {
+            int64_t take = s[i].count - j < n - got ? s[i].count - j : n - got;
+            memcpy(out + got, s[i].values + j, sizeof(float) * take);
+            got += take;
+            at = s[i].end;
+            g = at_position(seeded, at);
+        }
+        free(s[i].values);
+    }
+    while (got < n) /* past the stretches (or where one did not join): on this thread */
+        out[got++] = normal(&g, w, k, f);
+    free(s);
 }

@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "threads.h"
+
 #define W 8 /* doubles per vector */
 typedef double dv __attribute__((vector_size(W * sizeof(double))));
 
@@ -141,22 +143,27 @@ INLINE void context(const float *G, const float *Z, const float *WZ, const float
 
 void sample_contexts(const float *G, const float *Z, const float *WZ, const float *QZ, const int64_t *pick,
                      const float *ls, const float *os, int P, int d, int normalize, int k, float *rot, float *x,
-                     float *xq, float *w, float *y, float *weights, int b0, int b1) {
+                     float *xq, float *w, float *y, float *weights, int b0, int b1, int threads) {
     int c = (d + W - 1) / W;
-    dv *O = dvectors((int64_t)d * c), *v = dvectors((int64_t)P * c), *wv = dvectors(c), *qv = dvectors(c);
-    double *r = malloc(sizeof(double) * d), *cos = malloc(sizeof(double) * P), *f = malloc(sizeof(double) * P);
-    for (int b = b0; b < b1; b++) {
-        const float *Gb = G + (int64_t)b * d * d, *Zb = Z + (int64_t)b * P * d, *WZb = WZ + (int64_t)b * d;
-        const float *QZb = QZ ? QZ + (int64_t)b * d : NULL;
-        const int64_t *pb = pick ? pick + b : NULL;
-        float *outs[6] = {rot + (int64_t)b * d * d, x + (int64_t)b * P * d, xq + (int64_t)b * d, w + (int64_t)b * d,
-                          y + (int64_t)b * P, weights + (int64_t)b * P};
-        if (d == 16)
-            context(Gb, Zb, WZb, QZb, pb, ls, os, P, normalize, k, outs[0], outs[1], outs[2], outs[3], outs[4], outs[5],
-                    O, v, wv, qv, r, cos, f, 16);
-        else
-            context(Gb, Zb, WZb, QZb, pb, ls, os, P, normalize, k, outs[0], outs[1], outs[2], outs[3], outs[4], outs[5],
-                    O, v, wv, qv, r, cos, f, d);
+#pragma omp parallel num_threads(threads)
+    {
+        int lo, hi;
+        thread_range(b0, b1, &lo, &hi);
+        dv *O = dvectors((int64_t)d * c), *v = dvectors((int64_t)P * c), *wv = dvectors(c), *qv = dvectors(c);
+        double *r = malloc(sizeof(double) * d), *cos = malloc(sizeof(double) * P), *f = malloc(sizeof(double) * P);
+        for (int b = lo; b < hi; b++) {
+            const float *Gb = G + (int64_t)b * d * d, *Zb = Z + (int64_t)b * P * d, *WZb = WZ + (int64_t)b * d;
+            const float *QZb = QZ ? QZ + (int64_t)b * d : NULL;
+            const int64_t *pb = pick ? pick + b : NULL;
+            float *outs[6] = {rot + (int64_t)b * d * d, x + (int64_t)b * P * d, xq + (int64_t)b * d, w + (int64_t)b * d,
+                              y + (int64_t)b * P, weights + (int64_t)b * P};
+            if (d == 16)
+                context(Gb, Zb, WZb, QZb, pb, ls, os, P, normalize, k, outs[0], outs[1], outs[2], outs[3], outs[4], outs[5],
+                        O, v, wv, qv, r, cos, f, 16);
+            else
+                context(Gb, Zb, WZb, QZb, pb, ls, os, P, normalize, k, outs[0], outs[1], outs[2], outs[3], outs[4], outs[5],
+                        O, v, wv, qv, r, cos, f, d);
+        }
+        free(O); free(v); free(wv); free(qv); free(r); free(cos); free(f);
     }
-    free(O); free(v); free(wv); free(qv); free(r); free(cos); free(f);
 }

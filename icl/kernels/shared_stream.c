@@ -128,8 +128,14 @@ INLINE void forward_body(const float *z0, const float *QK, const float *V, const
 }
 
 void ss_forward(const float *z0, const float *QK, const float *V, const float *step, const int64_t *count, int nlayers,
-                int B, int P, int D, int k, float *dzq, float *zq, float *Z, float *RD, float *ST, int b0, int b1) {
-    BY_KEY_WIDTH(forward_body, k, z0, QK, V, step, count, nlayers, B, P, D, dzq, zq, Z, RD, ST, b0, b1)
+                int B, int P, int D, int k, float *dzq, float *zq, float *Z, float *RD, float *ST, int b0, int b1,
+                int threads) {
+#pragma omp parallel num_threads(threads)
+    {
+        int lo, hi;
+        thread_range(b0, b1, &lo, &hi);
+        BY_KEY_WIDTH(forward_body, k, z0, QK, V, step, count, nlayers, B, P, D, dzq, zq, Z, RD, ST, lo, hi)
+    }
 }
 
 /* The backward pass over contexts b0 <= b < b1, from the gradients of dzq and zq. Adds the
@@ -228,14 +234,19 @@ int block_size(void) { return BLOCK; }
    sum_blocks adds up in block order. */
 void ss_backward(const float *QK, const float *V, const float *step, const int64_t *count, int nlayers, int B, int P,
                  int D, int k, const float *Z, const float *RD, const float *ST, const float *gdzq, const float *gzq,
-                 float *parts, int k0, int k1) {
+                 float *parts, int k0, int k1, int threads) {
     int64_t T = 0, n = 0;
     for (int j = 0; j < nlayers; j++) T += count[j];
     n = T * 2 * k * D + count[0] * (int64_t)D * D;
-    for (int blk = k0; blk < k1; blk++) {
-        float *dQK = parts + blk * n, *dV = dQK + T * 2 * k * D;
-        int b0 = blk * BLOCK, b1 = b0 + BLOCK < B ? b0 + BLOCK : B;
-        memset(dQK, 0, sizeof(float) * n);
-        BY_KEY_WIDTH(backward_body, k, QK, V, step, count, nlayers, B, P, D, Z, RD, ST, gdzq, gzq, dQK, dV, b0, b1)
+#pragma omp parallel num_threads(threads)
+    {
+        int lo, hi;
+        thread_range(k0, k1, &lo, &hi);
+        for (int blk = lo; blk < hi; blk++) {
+            float *dQK = parts + blk * n, *dV = dQK + T * 2 * k * D;
+            int b0 = blk * BLOCK, b1 = b0 + BLOCK < B ? b0 + BLOCK : B;
+            memset(dQK, 0, sizeof(float) * n);
+            BY_KEY_WIDTH(backward_body, k, QK, V, step, count, nlayers, B, P, D, Z, RD, ST, gdzq, gzq, dQK, dV, b0, b1)
+        }
     }
 }

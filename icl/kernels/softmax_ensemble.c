@@ -165,8 +165,14 @@ INLINE void forward_body(const float *x, const float *xq, const float *y, const 
 /* g, F and (where GA is given, for a backward pass) GA = df/da, contexts b0 <= b < b1. The merged
    query comes from W, or from QT and KT (k, d, TP) where that is fewer products. */
 void se_forward(const float *x, const float *xq, const float *y, const float *W, const float *QT, const float *KT, int k,
-                const float *c, int P, int d, int T, int TP, float *g, float *F, float *GA, int b0, int b1) {
-    BY_DIM(forward_body, d, x, xq, y, W, QT, KT, k, c, P, T, TP, g, F, GA, b0, b1)
+                const float *c, int P, int d, int T, int TP, float *g, float *F, float *GA, int b0, int b1,
+                int threads) {
+#pragma omp parallel num_threads(threads)
+    {
+        int lo, hi;
+        thread_range(b0, b1, &lo, &hi);
+        BY_DIM(forward_body, d, x, xq, y, W, QT, KT, k, c, P, T, TP, g, F, GA, lo, hi)
+    }
 }
 
 /* Blocks k0 <= blk < k1 of the backward pass, from gg (B, TP) = dLoss/dg: into slot blk of
@@ -203,8 +209,13 @@ INLINE void backward_body(const float *xq, const float *c, const float *F, const
 }
 
 void se_backward(const float *xq, const float *c, const float *F, const float *GA, const float *gg, int B, int d, int T,
-                 int TP, float *parts, int k0, int k1) {
-    BY_DIM(backward_body, d, xq, c, F, GA, gg, B, T, TP, parts, k0, k1)
+                 int TP, float *parts, int k0, int k1, int threads) {
+#pragma omp parallel num_threads(threads)
+    {
+        int lo, hi;
+        thread_range(k0, k1, &lo, &hi);
+        BY_DIM(backward_body, d, xq, c, F, GA, gg, B, T, TP, parts, lo, hi)
+    }
 }
 
 int block_size(void) { return BLOCK; }

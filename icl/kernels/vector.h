@@ -4,6 +4,7 @@
 #ifndef ICL_VECTOR_H
 #define ICL_VECTOR_H
 #include <stdint.h>
+#include "threads.h"
 #ifdef __AVX512F__
 #include <immintrin.h>
 #endif
