@@ -32,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
@@ -370,9 +371,24 @@ def normal(seed: int, out: torch.Tensor) -> torch.Tensor:
     state = np.random.PCG64(seed).state["state"]  # numpy's seeding (SeedSequence) stays numpy's
     s, inc = state["state"], state["inc"]
     w, k, f = ziggurat_tables()
-    u64 = ctypes.c_uint64
-    library("normal").normal_fill(u64(s >> 64), u64(s & (2**64 - 1)), u64(inc >> 64), u64(inc & (2**64 - 1)),
-                                  w.ctypes.data_as(ctypes.c_void_p), k.ctypes.data_as(ctypes.c_void_p),
-                                  f.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(out.numel()), ptr(out),
-                                  torch.get_num_threads() if ON_TORCH_THREADS.get("normal") else 1)
+    u64, lib = ctypes.c_uint64, library("normal")
+    threads = torch.get_num_threads() if ON_TORCH_THREADS.get("normal") else 1
+    scratch = normal_scratch(lib, out.numel()) if threads > 1 else None
+    lib.normal_fill(u64(s >> 64), u64(s & (2**64 - 1)), u64(inc >> 64), u64(inc & (2**64 - 1)),
+                    w.ctypes.data_as(ctypes.c_void_p), k.ctypes.data_as(ctypes.c_void_p),
+                    f.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(out.numel()), ptr(out), ptr(scratch), threads)
     return out
+
+
+_scratch = threading.local()  # per thread: two threads drawing at once never share one
+
+
+def normal_scratch(lib, n: int) -> torch.Tensor:
+    """The scratch normal_fill needs for n draws on several threads, kept from call to call (and
+    grown, never shrunk): fresh memory would cost a page fault per 4 KiB on every call."""
+    lib.normal_scratch.restype = ctypes.c_int64
+    size = lib.normal_scratch(ctypes.c_int64(n))
+    buf = getattr(_scratch, "floats", None)
+    if buf is None or buf.numel() < size:
+        buf = _scratch.floats = torch.empty(size)
+    return buf

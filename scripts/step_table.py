@@ -7,16 +7,13 @@ are timed beside their first implementation (icl.looped), alternating within eve
 """
 import argparse
 import json
-import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as `python -m icl` does
+import torch
 
-import torch  # noqa: E402
-
-from icl.bench import icl_trainer  # noqa: E402
-from icl.looped import LOOPED  # noqa: E402
-from icl.timing import seconds_per_step  # noqa: E402
-from icl.config import RunConfig  # noqa: E402
+from icl.bench import icl_trainer
+from icl.looped import LOOPED
+from icl.timing import seconds_per_step
+from icl.config import RunConfig
 
 DEPTHS = [1, 2, 4, 8, 16, 32, 64]
 MODELS = ["softmax", "linear", "context_updates", "shared_stream"]

@@ -138,21 +138,30 @@ static void parse(pcg64 seeded, int64_t from, int64_t until, int64_t cap, const 
     s->end = g.used;
 }
 
+/* The positions the stretches of n draws cover: a little more than n draws use on average. */
+static int64_t stretch_length(int64_t n) { return (int64_t)(n * EXPECTED_USE) + 64; }
+
+/* The floats of scratch that normal_fill needs for n draws (the stretches after the first). */
+int64_t normal_scratch(int64_t n) { return stretch_length(n); }
+
 /* n draws into out, from the generator state (state, inc as high and low 64-bit halves; no
-   32-bit half buffered, as after seeding), on up to `threads` threads: the same numbers on any. */
+   32-bit half buffered, as after seeding), on up to `threads` threads: the same numbers on any.
+   scratch (normal_scratch(n) floats, or NULL for one thread) holds the later stretches' draws:
+   the caller keeps it, because fresh memory costs a page fault per 4 KiB on every call. */
 void normal_fill(uint64_t state_hi, uint64_t state_lo, uint64_t inc_hi, uint64_t inc_lo, const float *w,
-                 const uint32_t *k, const float *f, int64_t n, float *out, int threads) {
+                 const uint32_t *k, const float *f, int64_t n, float *out, float *scratch, int threads) {
     pcg64 seeded = {((u128)state_hi << 64) | state_lo, ((u128)inc_hi << 64) | inc_lo, 0, 0, 0};
-    int parts = n < (1 << 14) || threads < 1 ? 1 : threads; /* below ~16k draws a thread costs more than it saves */
+    /* below ~16k draws a second thread costs more than it saves */
+    int parts = n < (1 << 14) || threads < 1 || scratch == NULL ? 1 : threads;
     stretch *s = calloc(parts, sizeof(stretch));
-    int64_t length = (int64_t)(n * EXPECTED_USE) + 64; /* the positions the stretches cover */
+    int64_t length = stretch_length(n);
 #pragma omp parallel num_threads(parts)
     {
         int lo, hi;
         thread_range(0, parts, &lo, &hi);
         for (int i = lo; i < hi; i++) {
             int64_t from = length * i / parts, until = length * (i + 1) / parts, cap = i ? until - from : n;
-            s[i].values = i ? malloc(sizeof(float) * (cap > 0 ? cap : 1)) : out;
+            s[i].values = i ? scratch + from : out; /* a stretch holds at most one draw per position */
             parse(seeded, from, until, cap, w, k, f, &s[i]);
         }
     }
@@ -176,7 +185,6 @@ void normal_fill(uint64_t state_hi, uint64_t state_lo, uint64_t inc_hi, uint64_t
             at = s[i].end;
             g = at_position(seeded, at);
         }
-        free(s[i].values);
     }
     while (got < n) /* past the stretches (or where one did not join): on this thread */
         out[got++] = normal(&g, w, k, f);
