@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
@@ -110,11 +111,14 @@ def in_processes(function, tasks: list[tuple], workers: int) -> list:
     """[function(*t) for t in tasks], in `workers` forked processes when more than one is asked for
     and the platform forks (Linux): each task is a sweep's bootstrap, hundreds of independent
     curve fits, so the work splits without changing a number. 0 workers: every core this process
-    may use. Forked, not spawned: the workers need no import of icl and torch (2-3 s each)."""
+    may use. Forked, not spawned: the workers need no import of icl and torch (2-3 s each). They
+    die with this process (a notebook's kernel killed with its reproduction): a fork does not
+    inherit the kernel's own PR_SET_PDEATHSIG, and orphaned workers would wait forever."""
     workers = workers or processes.cores()
     if workers <= 1 or len(tasks) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         return [function(*t) for t in tasks]
-    with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=multiprocessing.get_context("fork")) as pool:
+    with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=multiprocessing.get_context("fork"),
+                             initializer=processes.die_with_parent, initargs=(os.getpid(),)) as pool:
         return list(pool.map(function, *zip(*tasks)))
 
 

@@ -78,3 +78,34 @@ def test_a_child_whose_parent_died_before_it_asked_exits():
     code = "import os; from icl import processes; processes.die_with_parent(os.getppid() + 1); print('alive')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "alive" not in out.stdout
+
+
+@pytest.mark.slow
+def test_the_fit_workers_die_with_the_process_that_forked_them(tmp_path):
+    """Notebook 05's kernel shares its bootstrap fits among forked workers (estimates.in_processes).
+    Killed with its reproduction, it left them orphaned, waiting forever (seen in a timed-out
+    paper-profile smoke run); they now die with it."""
+    pids = tmp_path / "pids"
+    code = f"""
+import os, time
+from icl import estimates
+def work(i):
+    with open({str(pids)!r}, "a") as f:
+        f.write(f"{{os.getpid()}}\\n")
+    time.sleep(600)
+estimates.in_processes(work, [(0,), (1,)], 2)
+"""
+    parent, workers = subprocess.Popen([sys.executable, "-c", code]), []
+    try:
+        assert wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, 60)
+        workers = [int(p) for p in pids.read_text().split()]
+        assert all(processes.start_time(w) for w in workers)
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    try:
+        assert wait_for(lambda: not any(processes.start_time(w) for w in workers), 10)
+    finally:  # this test's own workers, should they have outlived it
+        for w in workers:
+            if processes.start_time(w):
+                os.kill(w, signal.SIGKILL)
