@@ -21,8 +21,21 @@ from typing import Callable
 import numpy as np
 from scipy.stats import DegenerateDataWarning, bootstrap
 
-N_RESAMPLES = 2000
+from .config import ConfigError
+
+N_RESAMPLES = 2000  # the default: a notebook's `bootstrap_resamples` parameter sets `resamples`
 SEED = 20_261_063  # of the resampling: intervals are reproducible
+resamples = N_RESAMPLES  # drawn by every interval that names no count (`set_resamples`)
+
+
+def set_resamples(n: int) -> None:
+    """How many seed resamples every later interval of this process draws, workers forked from it
+    included: a notebook's `bootstrap_resamples`, which a smoke run sets low (every code path, few
+    fits). Fewer than the default coarsens the 95 % bounds; they stay reproducible."""
+    global resamples
+    if isinstance(n, bool) or not isinstance(n, int) or n < 10:
+        raise ConfigError(f"bootstrap_resamples: {n!r} is not allowed; it must be an integer >= 10")
+    resamples = n
 
 
 @dataclass(frozen=True)
@@ -49,10 +62,12 @@ class Estimate:
 
 
 def over_seeds(statistic: Callable[..., float | dict], *samples: np.ndarray,
-               n_resamples: int = N_RESAMPLES) -> Estimate | dict[str, Estimate]:
+               n_resamples: int | None = None) -> Estimate | dict[str, Estimate]:
     """`statistic(*samples)` with its intervals: every sample is an array whose first axis is the
     seeds (the same seeds, in the same order, in all of them); they are resampled together. A
-    statistic that returns a dict of numbers gives a dict of Estimates (one resampling for all)."""
+    statistic that returns a dict of numbers gives a dict of Estimates (one resampling for all).
+    n_resamples: None draws `resamples` (the default, or a notebook's `set_resamples`)."""
+    n_resamples = resamples if n_resamples is None else n_resamples
     samples = [np.asarray(s, dtype=float) for s in samples]
     n = samples[0].shape[0]
     if any(s.shape[0] != n for s in samples):

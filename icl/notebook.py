@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import paths, processes
+from . import intervals, paths, processes
 from .cache import MemoryCache, RunCache
 from .config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, coerce, field_names, within
 from .paths import repo_root
@@ -120,6 +120,8 @@ def parameters(ns: dict, make_outputs: bool = True) -> Settings:
         values["spectra"] = [[_exponent(k, values.get(k)) for k in EXPONENTS]]
     values.pop("input_exponent", None), values.pop("task_exponent", None)
     _validate_axes(values)
+    if "bootstrap_resamples" in values:
+        intervals.set_resamples(values["bootstrap_resamples"])
     if values.get("threads"):
         import torch
 

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .tables import fit_depths, seed_means, spectrum_label  # noqa: F401 (spectrum_label: for the notebooks)
+from .tables import SPECTRUM, fit_depths, seed_means, spectrum_label
 
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 
@@ -116,3 +116,25 @@ def relative_to_bound(ax, part: pd.DataFrame, b: dict, color, label: str) -> Non
     ax.axhline(1, color="0.3", lw=1)
     ax.set(xscale="log", yscale="log", xlabel="depth L", ylabel="R_L / softmax bound")
     ax.set_xscale("log", base=2)
+
+
+def fit_sensitivity(variants: pd.DataFrame, fits: list[str]):
+    """Notebook 05's figure of `estimates.fit_variants`: per rank, each sweep's alpha under every fit
+    in `fits`, with its 95 % interval over seeds drawn from lo to hi. The fit of the mean curve need
+    not lie inside the percentile interval of its resamples (few seeds, a short training), so the
+    point is drawn beside its interval, never as a bar around it."""
+    ranks = sorted(variants.key_dim.unique())
+    fig, axes = plt.subplots(1, len(ranks), figsize=(4 * len(ranks), 3.6), sharey=True, squeeze=False,
+                             layout="constrained")
+    for ax, (k, part) in zip(axes[0], variants.groupby("key_dim")):
+        for j, ((a, b), sweep) in enumerate(part.groupby(SPECTRUM)):
+            sweep = sweep.set_index("fit").loc[fits]
+            x = np.arange(len(fits)) + 0.25 * (j - 1)
+            point, = ax.plot(x, sweep.alpha, "o", ms=4, label=spectrum_label(a, b))
+            ax.vlines(x, sweep.alpha_lo95, sweep.alpha_hi95, color=point.get_color(), lw=1.5)
+        ax.axhline(1.0, color="grey", ls="--", lw=1)
+        ax.set_xticks(range(len(fits)), [n.split(":")[0] for n in fits], rotation=60, ha="right", fontsize=7)
+        ax.set_title(f"key_dim {k}", fontsize=9)
+    axes[0, 0].set_ylabel("alpha (95 % interval over seeds)")
+    axes[0, 0].legend(fontsize=7)
+    return fig

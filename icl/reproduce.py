@@ -310,8 +310,9 @@ def add_arguments(p) -> None:
     what.add_argument("--plan", action="store_true",
                       help="print, without training, each notebook's runs, steps, FLOPs, largest memory and estimated time")
     what.add_argument("--smoke", action="store_true",
-                      help="run every notebook at the profile's shapes for two steps with small evaluation sets, into "
-                           "outputs/smoke/PROFILE/ (every code path, none of the time)")
+                      help="run every notebook at the profile's shapes for two steps with small evaluation sets "
+                           "and 20 bootstrap resamples per interval, into outputs/smoke/PROFILE/ (every code path, "
+                           "a fraction of the time)")
     p.add_argument("--outputs", metavar="DIR",
                    help="write every notebook's folder, REPORT.md, claims.json and timings.json under DIR (inside "
                         "outputs/ or $ICL_OUTPUT_ROOT) instead of the profile's folder; e.g. a run under another "

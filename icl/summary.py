@@ -18,6 +18,10 @@ def _results(base: Path, name: str) -> dict | None:
 
 
 def _interval(row: dict, name: str, digits: int = 2) -> str:
+    """`value [lo, hi]`; "no fit" where the cell has no value (a fit that did not converge is
+    stored as null, as a smoke run's two-step curves often give)."""
+    if row.get(name) is None:
+        return "no fit"
     lo, hi = row.get(f"{name}_lo95"), row.get(f"{name}_hi95")
     value = f"{row[name]:.{digits}f}"
     return f"{value} [{lo:.{digits}f}, {hi:.{digits}f}]" if lo is not None and hi is not None else value

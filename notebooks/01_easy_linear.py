@@ -70,6 +70,7 @@ output_dir = "outputs/01_easy_linear"  # figures, tables, results.json (relative
 cache_dir = "outputs/runs"  # run cache; None trains afresh into a temporary folder
 device = "auto"
 threads = 0  # torch CPU threads; 0 keeps torch's default
+bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); a smoke run draws 20
 progress = True
 dim = 32
 context_length = 128  # four times dim: with P close to dim the context covariance is badly conditioned

@@ -46,6 +46,7 @@ output_dir = "outputs/02_easy_nonlinear"  # figures, tables, results.json (relat
 cache_dir = "outputs/runs"  # run cache; None trains afresh into a temporary folder
 device = "auto"
 threads = 0  # torch CPU threads; 0 keeps torch's default
+bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); a smoke run draws 20
 progress = True
 dim = 16
 context_length = 64

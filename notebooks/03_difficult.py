@@ -63,6 +63,7 @@ output_dir = "outputs/03_difficult"  # figures, tables, results.json (relative t
 cache_dir = "outputs/runs"  # run cache; None trains afresh into a temporary folder
 device = "auto"
 threads = 0  # torch CPU threads; 0 keeps torch's default
+bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); a smoke run draws 20
 progress = True
 dim = 16
 context_length = 64

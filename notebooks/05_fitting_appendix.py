@@ -48,8 +48,6 @@
 # %%
 import json
 
-import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
 from icl import estimates
@@ -63,6 +61,7 @@ profile = "quick"  # which params/<profile>/ file these values came from (inform
 results_root = "outputs"  # where notebooks 01-04 wrote their outputs at this profile
 output_dir = "outputs/05_fitting_appendix"
 threads = 0
+bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); a smoke run draws 20
 fit_workers = 0  # processes that share the bootstrap fits (0: every core this process may use)
 nb.end_of_parameters(globals())
 
@@ -99,27 +98,15 @@ table1[[c for c in table1.columns if not c.endswith(("68", "c_lo95", "c_hi95"))]
 # ## How much the fit moves: every headline sweep under every choice
 # One row per (sweep, fit): alpha and L0 with their 95 % intervals over seeds. The protocol's fit
 # is the first of each sweep; the figure draws each choice's alpha with its interval, one panel per
-# rank, so a move larger than the interval stands out.
+# rank, so a move larger than the interval stands out. The bars are the intervals themselves: with
+# few seeds or a short training the fit of the mean curve can fall outside its own interval.
 
 # %%
 variants = pd.DataFrame()
 if difficult is not None:
     variants = estimates.fit_variants(soft2, RANKED, workers=s["fit_workers"], protocol=protocol)
     nb.save_table(s, variants, "fit_sensitivity")
-    fig, axes = plt.subplots(1, soft2.key_dim.nunique(), figsize=(4 * soft2.key_dim.nunique(), 3.6), sharey=True,
-                             squeeze=False, layout="constrained")
-    names = list(estimates.FIT_VARIANTS)
-    for ax, (k, part) in zip(axes[0], variants.groupby("key_dim")):
-        for j, ((a, b), sweep) in enumerate(part.groupby(tables.SPECTRUM)):
-            sweep = sweep.set_index("fit").loc[names]
-            x = np.arange(len(names)) + 0.25 * (j - 1)
-            ax.errorbar(x, sweep.alpha, yerr=[sweep.alpha - sweep.alpha_lo95, sweep.alpha_hi95 - sweep.alpha],
-                        fmt="o", ms=4, capsize=2, label=plots.spectrum_label(a, b))
-        ax.axhline(1.0, color="grey", ls="--", lw=1)
-        ax.set_xticks(range(len(names)), [n.split(":")[0] for n in names], rotation=60, ha="right", fontsize=7)
-        ax.set_title(f"key_dim {k}", fontsize=9)
-    axes[0, 0].set_ylabel("alpha (95 % interval over seeds)")
-    axes[0, 0].legend(fontsize=7)
+    fig = plots.fit_sensitivity(variants, list(estimates.FIT_VARIANTS))
     sens_png = nb.save_figure(s, fig, "fit_sensitivity")
 variants.pivot_table(index=RANKED, columns="fit", values="alpha").round(2) if len(variants) else variants
 

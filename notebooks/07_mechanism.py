@@ -68,6 +68,7 @@ output_dir = "outputs/07_mechanism"
 cache_dir = "outputs/runs"  # run cache; None trains afresh into a temporary folder
 device = "auto"
 threads = 0  # torch CPU threads; 0 keeps torch's default
+bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); a smoke run draws 20
 progress = True
 ablation_key_dims = [4, 8]  # ranks of the frozen-subspace ablation (d and P from notebook 03)
 ablation_kinds = ["tiled", "random"]  # frozen complementary blocks, or independent random subspaces

@@ -49,3 +49,19 @@ def test_seed_matrix_keeps_the_seeds_that_have_every_depth():
     df = pd.DataFrame({"seed": [0, 0, 1, 1, 2], "depth": [1, 2, 1, 2, 1], "loss": [0.5, 0.4, 0.6, 0.3, 0.7]})
     depths, m = seed_matrix(df)
     assert depths.tolist() == [1.0, 2.0] and m.tolist() == [[0.5, 0.4], [0.6, 0.3]]
+
+
+def test_a_notebooks_resample_count_is_drawn_by_every_later_interval():
+    from icl import intervals
+    from icl.config import ConfigError
+
+    calls = []
+    try:
+        intervals.set_resamples(12)
+        over_seeds(lambda m: calls.append(1) or float(m.sum()), np.arange(40.0).reshape(20, 2))
+    finally:
+        intervals.set_resamples(intervals.N_RESAMPLES)
+    # the point, then at most 12 distinct resamples: memoised across both levels
+    assert 1 < len(calls) <= 13
+    with pytest.raises(ConfigError, match="bootstrap_resamples: 5 is not allowed"):
+        intervals.set_resamples(5)

@@ -51,3 +51,11 @@ def test_the_readme_is_rewritten_only_between_its_markers(tmp_path):
     readme.write_text("no markers here\n")
     assert not summary.update_readme(tmp_path, "new numbers")
     assert readme.read_text() == "no markers here\n"
+
+
+def test_a_cell_without_a_fit_prints_as_such(tmp_path):
+    (tmp_path / "06_regimes").mkdir()
+    row = dict(dim=16, context_length=64, key_dim=4, n_seeds=3, R_1=0.9, R_deepest=0.5, depth_max=64,
+               single_bound=0.4, mixture_bound=0.3, alpha=None, alpha_lo95=None, alpha_hi95=None)
+    (tmp_path / "06_regimes" / "results.json").write_text(json.dumps({"numbers": {"regimes": [row]}}))
+    assert "| 16 | 64 | 4 | 3 | 0.900 | 0.500 (64) | no fit | 0.400 | 0.300 |" in summary.regime_table(tmp_path)
