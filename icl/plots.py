@@ -123,9 +123,8 @@ def fit_sensitivity(variants: pd.DataFrame, fits: list[str]):
     in `fits`, with its 95 % interval over seeds drawn from lo to hi. The fit of the mean curve need
     not lie inside the percentile interval of its resamples (few seeds, a short training), so the
     point is drawn beside its interval, never as a bar around it."""
-    ranks = sorted(variants.key_dim.unique())
-    fig, axes = plt.subplots(1, len(ranks), figsize=(4 * len(ranks), 3.6), sharey=True, squeeze=False,
-                             layout="constrained")
+    ranks = variants.key_dim.nunique()
+    fig, axes = plt.subplots(1, ranks, figsize=(4 * ranks, 3.6), sharey=True, squeeze=False, layout="constrained")
     for ax, (k, part) in zip(axes[0], variants.groupby("key_dim")):
         for j, ((a, b), sweep) in enumerate(part.groupby(SPECTRUM)):
             sweep = sweep.set_index("fit").loc[fits]

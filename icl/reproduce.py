@@ -28,6 +28,7 @@ from .processes import cores
 from .report import record_times
 from .staging import check_destinations, destinations, profile_root, publish, staging_paths
 from .config import ConfigError
+from .plan import SMOKE
 from .sweep import read_yaml
 
 NOTEBOOKS = ("01_easy_linear", "02_easy_nonlinear", "03_difficult", "04_generalized", "05_fitting_appendix",
@@ -310,9 +311,9 @@ def add_arguments(p) -> None:
     what.add_argument("--plan", action="store_true",
                       help="print, without training, each notebook's runs, steps, FLOPs, largest memory and estimated time")
     what.add_argument("--smoke", action="store_true",
-                      help="run every notebook at the profile's shapes for two steps with small evaluation sets "
-                           "and 20 bootstrap resamples per interval, into outputs/smoke/PROFILE/ (every code path, "
-                           "a fraction of the time)")
+                      help=f"run every notebook at the profile's shapes for {SMOKE['steps']} steps with small evaluation "
+                           f"sets and {SMOKE['bootstrap_resamples']} bootstrap resamples per interval, into "
+                           "outputs/smoke/PROFILE/ (every code path, a fraction of the time)")
     p.add_argument("--outputs", metavar="DIR",
                    help="write every notebook's folder, REPORT.md, claims.json and timings.json under DIR (inside "
                         "outputs/ or $ICL_OUTPUT_ROOT) instead of the profile's folder; e.g. a run under another "

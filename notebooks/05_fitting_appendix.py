@@ -61,7 +61,7 @@ profile = "quick"  # which params/<profile>/ file these values came from (inform
 results_root = "outputs"  # where notebooks 01-04 wrote their outputs at this profile
 output_dir = "outputs/05_fitting_appendix"
 threads = 0
-bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); a smoke run draws 20
+bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); `--smoke` draws fewer (icl.plan.SMOKE)
 fit_workers = 0  # processes that share the bootstrap fits (0: every core this process may use)
 nb.end_of_parameters(globals())
 
