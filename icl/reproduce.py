@@ -54,6 +54,26 @@ def write_report(root: Path, profile: str, base: Path | None = None) -> Path:
     return write(root, base or root / profile_root(profile), profile, NOTEBOOKS)
 
 
+def add_arguments_report(p) -> None:
+    p.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)} (default: quick)")
+    p.add_argument("--outputs", metavar="DIR", help="the folder a run wrote with --outputs DIR (default: the profile's)")
+
+
+def run_report(args) -> int:
+    """`icl report`: REPORT.md and claims.json (and, for the committed quick outputs, the README's
+    results block) rewritten from the results.json files on disk; no notebook runs."""
+    from .paths import repo_root
+
+    if args.profile not in PROFILES:
+        raise ConfigError(f"profile: unknown value {args.profile!r}; allowed: {', '.join(PROFILES)}")
+    root = repo_root()
+    base = root / (args.outputs or profile_root(args.profile))
+    if not base.is_dir():
+        raise ConfigError(f"outputs: no folder {base}; run `icl reproduce --profile {args.profile}` first")
+    print(write_report(root, args.profile, base).relative_to(root))
+    return 0
+
+
 def declared_parameters(root: Path, name: str) -> dict:
     """The notebook's parameters and their defaults, read from its `parameters` cell (every
     top-level `name = literal`; papermill.inspect_notebook misreads a cell whose last line is

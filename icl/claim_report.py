@@ -1,0 +1,322 @@
+"""One claim in REPORT.md: its row in the table that opens the report (status, the check that
+decided it with the numbers that check reads, the figure) and its section (the numbers it was judged
+on, one row per spectrum or cell, and its checks, each marked).
+
+A claim's record (results.json, `icl.claims.claim`) keeps its numbers and its named checks side by
+side in `measured`. A check is True (holds), False (fails) or None (inconclusive), or a list of these,
+one per cell; a number is an estimate {"value", "ci95", "n_seeds"}, a plain number, or a dict of
+them by spectrum or cell ("number-first"), or one sweep's numbers by name ("case-first"). Which
+numbers a check reads is not in the record: `READS` says it here, for the report only.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+
+from .markdown import cell, escape, table
+
+MARKS = {True: "✓", False: "✗", None: "inconclusive:"}
+SHORT = {"reproduced": "reproduced", "partly reproduced": "partly", "not reproduced": "not",
+         "inconclusive": "inconclusive"}
+
+# check name -> the numbers it reads, "case > number" where it reads one case's number only.
+READS = {
+    "power law": ["R2"], "between references": ["alpha"], "depends on spectrum": ["alpha differences"],
+    "near zero": ["one-layer loss"], "no depth gain": ["largest gain from depth"],
+    "focusing": ["attention on match"], "norm growth": ["|Q| |K| end / start"],
+    "settled by depth 2": ["R_2 / plateau"], "matches MC floor": ["plateau / MC floor (S)"],
+    "falls": ["R_deepest / R_1", "R_deepest / R_ref"], "alpha near 1": ["alpha"],
+    "floor below linear": ["floor / linear plateau"], "identity": ["max identity error"],
+    "shared error -> floor": ["gamma"], "disagreement -> constant": ["disagreement slope"],
+    "strong modes first (training)": ["learning order L=1", "learning order L=32"],
+    "weak modes need depth": ["strongest mode by depth 4", "weakest mode by depth 4"],
+    "softmax collapses": ["softmax spread / linear spread"], "linear strong first": ["linear half-fall margin (steps)"],
+    "A, C level off": ["A_L change", "C_L change"],
+    "top-2 inverse-depth signal": ["top-2 > alpha", "top-2 > R_deepest / R_ref"],
+    "top-16 stops improving": ["top-16 > R_deepest / R_ref"], "top-2 u varies with depth": ["top-2 > u span"],
+    "top-16 u constant": ["top-16 > u span"], "top-16 u near -2.3": ["top-16 > u mean"],
+    "attention: top-2 identity, top-16 broad": ["top-2 > self mass", "top-16 > self mass"],
+    "upper tail cut": ["p90 deepest / depth 1", "p99 deepest / depth 1"], "depth 1 better at p1": ["p1 deepest / depth 1"],
+    "joint alpha near 1": ["top-2 > alpha"], "top-16 deviates more": ["mean |alpha - 1|, top-16 minus top-2"],
+    "cells within the tolerance": ["R_1 / softmax bound", "largest |R_L / baseline_L - 1|"],
+    "flat with depth": ["R_deepest / R_1"], "not below the mixture bound": ["R_deepest / mixture bound"],
+    "half the gap to the bound closed": ["gap to the bound closed"],
+    "overlap below random at L = m": ["overlap / random at L = m"], "even coverage from L = m on": ["coverage error / random"],
+    "frozen tiling matches the trained stack": ["tiled / trained"], "frozen random subspaces are worse": ["random / tiled"],
+}
+CASE = re.compile(r"\(a, b\)|d=?\d|top-\d|key_dim|k=\d")  # how a spectrum's or cell's label starts
+
+DECIDED_BY = ("*Decided by*: the claim's core check where its record names one; otherwise the first check that "
+              "fails, else the first inconclusive one, else the first check (all hold); for a claim judged at "
+              "several ranks k, in the first rank where it is not reproduced. The numbers are those the check "
+              "reads: value [95 % interval over seeds], the smallest to the largest where it reads several.")
+
+
+def label(text) -> str:
+    """One style for every spectrum and cell label: `d=16, P=64, k=4`, `k=4`, `(a, b) = (1, 0)`."""
+    text = re.sub(r"\bd(\d+) P(\d+) k(\d+)\b", r"d=\1, P=\2, k=\3", str(text))
+    text = re.sub(r"\bkey_dim[ =](\d+)", r"k=\1", text)
+    text = re.sub(r", \((-?[\d.]+), (-?[\d.]+)\)$", r", (a, b) = (\1, \2)", text)  # notebook 04's sweep names
+    return text.replace("_", " ")
+
+
+def is_estimate(v) -> bool:
+    return isinstance(v, dict) and {"value", "ci95", "n_seeds"} <= set(v)
+
+
+def number(v) -> str:
+    """A recorded value in words: 3 significant digits, an estimate with its 95 % interval
+    ('0.721 [0.712, 0.731]'), yes/no for a flag, n/a for a missing number."""
+    if is_estimate(v):
+        lo, hi = v["ci95"] or (None, None)
+        return number(v["value"]) + (f" [{number(lo)}, {number(hi)}]" if lo is not None and hi is not None else "")
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    if isinstance(v, list):
+        return ("; " if any(is_estimate(x) for x in v) else ", ").join(number(x) for x in v)
+    if isinstance(v, dict):  # a number at several depths: its range
+        return span(list(v.items()))
+    return str(v)
+
+
+def _leaves(v) -> list:
+    """The single numbers in a recorded value (an estimate, a list or dict of them)."""
+    if isinstance(v, list):
+        return [x for item in v for x in _leaves(item)]
+    if isinstance(v, dict) and not is_estimate(v):
+        return [x for item in v.values() for x in _leaves(item)]
+    return [v] if is_estimate(v) or (isinstance(v, (int, float)) and not isinstance(v, bool)) else []
+
+
+def _value(v) -> float:
+    x = v["value"] if is_estimate(v) else v
+    return math.nan if x is None else float(x)
+
+
+def _ordered(values: list) -> list:
+    """The values with a number, smallest first (a fit that gave none has value null)."""
+    return sorted((v for v in values if math.isfinite(_value(v))), key=_value)
+
+
+def span(items: list) -> str:
+    """'0.0583 [0.0525, 0.0641] (L=4) to 0.154 [...] (L=64)': the smallest and largest of named numbers."""
+    items = sorted(((k, v) for k, v in items if _leaves(v) and math.isfinite(_value(v))), key=lambda kv: _value(kv[1]))
+    if not items:
+        return "n/a"
+    lo, hi = items[0], items[-1]
+    return f"{number(lo[1])} ({lo[0]}) to {number(hi[1])} ({hi[0]})"
+
+
+def seeds(values) -> str:
+    found = sorted({x["n_seeds"] for v in values for x in _leaves(v) if is_estimate(x)})
+    return ", ".join(map(str, found))
+
+
+# ---------------------------------------------------------------- reading a record
+
+
+def _is_check(key: str, v) -> bool:
+    flags = v is None or isinstance(v, bool) or (isinstance(v, list) and v and all(x is None or isinstance(x, bool) for x in v))
+    return bool(flags) and "converged" not in key  # convergence is a flag shown beside the numbers
+
+
+def split(measured: dict) -> tuple[dict, list]:
+    """(checks {name: outcome}, numbers [(case label or None, number name, value)]) of a record."""
+    checks, numbers = {}, []
+    for key, v in measured.items():
+        if _is_check(key, v):
+            checks[key] = v
+        elif isinstance(v, dict) and not is_estimate(v):
+            if all(CASE.match(k) for k in v):  # {spectrum or cell: value}
+                numbers += [(label(c), key, x) for c, x in v.items()]
+            else:  # one sweep's numbers by name
+                numbers += [(label(key), name, x) for name, x in v.items()]
+        else:
+            case, _, name = key.rpartition(": ")  # "key_dim 4: random / tiled"
+            if name == "spectrum" and isinstance(v, list) and len(v) == 2:
+                v = f"(a, b) = ({v[0]:g}, {v[1]:g})"
+            numbers.append((label(case) if case else None, name, v))
+    return checks, numbers
+
+
+def parts(record: dict) -> list[tuple[str | None, dict]]:
+    """(rank label or None, the record judged there): one per rank, or the record itself."""
+    if record.get("regimes"):
+        return [(label(k), r) for k, r in record["regimes"].items()]
+    return [(None, record)]
+
+
+def outcome(v) -> bool | None:
+    """A check's outcome; a per-cell check fails if one cell fails, holds if all hold."""
+    if isinstance(v, list):
+        return False if False in v else None if None in v else True
+    return v
+
+
+def reads(check: str, numbers: list) -> str:
+    """The numbers `check` reads, in words ('' where READS does not know the check)."""
+    case = None
+    if check not in READS and ": " in check:  # "shared_stream, top-2, (0, 0): falls" reads that sweep's numbers
+        case, _, check = check.rpartition(": ")
+        case = label(case)
+    out = []
+    for spec in READS.get(check, ()):
+        within, _, name = spec.rpartition(" > ")
+        found = [(c, v) for c, n, v in numbers if n == name and (case is None or c == case)
+                 and (not within or c == within or (c or "").startswith(within + " "))]
+        leaves = [(c or name, x) for c, v in found for x in _leaves(v)]
+        values = _ordered([x for _, x in leaves])
+        if len(leaves) == 1:
+            out.append(f"{name} {number(leaves[0][1])}")
+        elif values:
+            missing = f", {len(leaves) - len(values)} without one" if len(values) < len(leaves) else ""
+            out.append(f"{name} {number(values[0])} to {number(values[-1])} ({len(values)} values{missing})")
+    return "; ".join(out)
+
+
+def check_text(name: str, v, numbers: list | None = None) -> str:
+    """'✗ alpha near 1: alpha 0.721 [0.712, 0.731] to 1.04 [1.02, 1.05] (3 values)' (plain text)."""
+    shown = name
+    if name not in READS and ": " in name:  # a sweep's check: its sweep in the one label style
+        case, _, rest = name.rpartition(": ")
+        shown = f"{label(case)}: {rest}"
+    text = f"{MARKS[outcome(v)]} {shown}"
+    if isinstance(v, list):
+        text += f" ({sum(x is True for x in v)} of {len(v)} cells hold)"
+    detail = reads(name, numbers) if numbers is not None else ""
+    return text + (f": {detail}" if detail else "")
+
+
+def deciding(record: dict) -> tuple[str | None, str, object, list]:
+    """(rank, check name, its value, the numbers judged there) of the check that decided `record`:
+    its core check where the record names one (`core`), else the first that fails, else the first
+    inconclusive one, else the first; for a claim judged per rank, in the first rank not reproduced."""
+    ranked = parts(record)
+    rank, part = next(((k, r) for k, r in ranked if r["status"] != "reproduced"), ranked[0])
+    checks, numbers = split(part["measured"])
+    core = part.get("core", record.get("core"))
+    if core in checks:
+        return rank, core, checks[core], numbers
+    for wanted in (False, None):
+        for name, v in checks.items():
+            if outcome(v) is wanted:
+                return rank, name, v, numbers
+    name = next(iter(checks), None)
+    return rank, name, checks.get(name), numbers
+
+
+# ---------------------------------------------------------------- what the report shows
+
+
+def _status(record: dict) -> str:
+    """A status, with its range where it is inconclusive: 'inconclusive (partly reproduced to reproduced)'."""
+    return record["status"] + (f" ({record['range'][0]} to {record['range'][1]})" if "range" in record else "")
+
+
+def status_text(record: dict) -> str:
+    """'partly reproduced (k=4 partly, k=16 not)'; an inconclusive status with its range."""
+    text = _status(record)
+    ranks = [f"{k} {SHORT.get(r['status'], r['status'])}" for k, r in parts(record) if k is not None]
+    return text + (f" ({', '.join(ranks)})" if ranks else "")
+
+
+def figure_link(root: Path, base: Path, figure: str) -> str:
+    """A Markdown link relative to the report; a figure that is not on disk is said to be missing."""
+    name = Path(figure).name
+    if not (root / figure).exists():
+        return f"{escape(name)} (missing: rerun its notebook)"
+    return f"[{escape(name)}]({os.path.relpath(root / figure, base)})"
+
+
+def summary_table(rows: list[dict], root: Path, base: Path) -> str:
+    """One row per claim: id, status, the check that decided it with its numbers, the figure."""
+    body = []
+    for c in rows:
+        rank, name, v, numbers = deciding(c)
+        decided = "no check recorded" if name is None else (f"{rank}: " if rank else "") + check_text(name, v, numbers)
+        body.append([cell(c["id"]), cell(status_text(c)), cell(decided), figure_link(root, base, c["figure"])])
+    return table(["claim", "status", "decided by", "figure"], body)
+
+
+def _kind(case: str) -> str:
+    """What a row label names, for its table's first column."""
+    for pattern, kind in ((r".* minus ", "pair of spectra"), (r"\(a, b\)", "spectrum"), (r"d=\d", "cell"),
+                          (r"top-\d+$", "target"), (r"top-\d+ \(a, b\)", "target, spectrum"), (r"k=\d+$", "k")):
+        if re.match(pattern, case):
+            return kind
+    return "sweep"
+
+
+def number_tables(record: dict) -> list[str]:
+    """The numbers a claim was judged on: one table per set of rows (spectra, cells, ranks), a
+    column per number with its 95 % interval, and a column of ✓/✗ for a check made per cell."""
+    ranked, groups, scalars = parts(record), {}, []
+    for rank, part in ranked:
+        checks, numbers = split(part["measured"])
+        by_name: dict[str, dict] = {}
+        for case, name, v in numbers:
+            if case is None and rank is None:
+                scalars.append((name, v))
+            else:
+                by_name.setdefault(name, {})[", ".join(x for x in (rank, case) if x)] = v
+        for name, v in checks.items():  # a check per cell: a column beside the number it reads
+            read = next((by_name[n] for n in READS.get(name, ()) if n in by_name), None)
+            if isinstance(v, list) and read is not None and len(read) == len(v):
+                by_name[name] = dict(zip(read, (MARKS[x] for x in v)))
+        sets: dict[tuple, list] = {}
+        for name, values in by_name.items():
+            sets.setdefault(tuple(values), []).append(name)
+        for cases, names in sets.items():
+            groups.setdefault(tuple(names), []).extend((c, {n: by_name[n][c] for n in names}) for c in cases)
+    out = [_table(names, rows, ranked[0][0] is not None) for names, rows in groups.items()]
+    if scalars:
+        rows = [[cell(name), cell(number(v)), seeds([v])] for name, v in scalars]
+        out.append(table(["number", "value [95 %]", "seeds"], rows))
+    return out
+
+
+def _table(names: tuple, rows: list, ranked: bool) -> str:
+    first = rows[0][0]
+    if ranked:  # "k=4" or "k=4, (a, b) = (0, 0)": the rank, then what the rest names
+        rest = first.split(", ", 1)[1:]
+        first = "k" + (f", {_kind(rest[0])}" if rest else "")
+    else:
+        first = _kind(first)
+    with_seeds = any(seeds(values.values()) for _, values in rows)
+    header = [first] + [cell(n) for n in names] + (["seeds"] if with_seeds else [])
+    body = [[cell(case)] + [cell(number(values[n])) for n in names] + ([seeds(values.values())] if with_seeds else [])
+            for case, values in rows]
+    return table(header, body)
+
+
+def _marks(checks: dict) -> str:
+    """'✓ falls · ✗ alpha near 1', with the checks of one sweep after its name once:
+    'shared stream, top-2, (a, b) = (0, 0): ✓ falls · ✗ alpha near 1; untied values, ...'."""
+    sweeps: dict[str, list] = {}
+    for name, v in checks.items():
+        sweep, _, check = name.rpartition(": ") if name not in READS else ("", "", name)
+        sweeps.setdefault(label(sweep) if sweep else "", []).append(check_text(check, v))
+    return "; ".join((f"{sweep}: " if sweep else "") + " · ".join(marks) for sweep, marks in sweeps.items())
+
+
+def section(record: dict, root: Path, base: Path) -> str:
+    """A claim's section: its text, criterion and figure, its numbers and its checks."""
+    lines = [f"### {escape(record['id'])}: {escape(status_text(record))}\n",
+             f"{escape(record['claim'])}\n",
+             f"Criterion: {escape(record['criterion'])}. Figure: {figure_link(root, base, record['figure'])}.\n"]
+    lines += number_tables(record)
+    lines.append("Checks:\n")
+    for rank, part in parts(record):
+        checks, numbers = split(part["measured"])
+        if rank is None:
+            lines += [f"- {escape(check_text(name, v, numbers))}" for name, v in checks.items()]
+        else:
+            lines.append(f"- {escape(rank)}, {escape(_status(part))}: {escape(_marks(checks))}")
+    return "\n".join(lines) + "\n"
+
