@@ -25,7 +25,7 @@ def test_report_orders_claims_and_flags_missing_figures(tmp_path):
     assert ids == ["C6a", "C6b", "C10"]
     assert "[a.png](01_easy_linear/a.png)" in text and "[b.png](03_difficult/b.png)" in text
     assert "gone.png (missing" in text and "(03_difficult/gone.png)" not in text
-    assert "x = 0.123" in text
+    assert "| x | 0.123 |" in text  # the number, in a table of its claim
 
 
 def test_report_gives_each_notebooks_time_and_how_many_runs_it_trained(tmp_path):
@@ -39,6 +39,13 @@ def test_report_gives_each_notebooks_time_and_how_many_runs_it_trained(tmp_path)
     text = write_report(tmp_path, "ci").read_text()
     assert ("01_a 300 s (42 runs trained), 02_b 12 s (0 runs trained), 03_c 5 s (no run cache).") in text
     assert "(3 notebooks, --jobs 2) took 5.2 min of wall time, finished 2026-12-02 01:00 UTC" in text
+
+
+def test_a_ci_report_says_first_that_its_verdicts_only_test_the_pipeline(tmp_path):
+    (tmp_path / "outputs" / "ci").mkdir(parents=True)
+    first = write_report(tmp_path, "ci").read_text().splitlines()[0]
+    assert "verdicts only test the pipeline" in first
+    assert "pipeline" not in write_report(tmp_path, "quick").read_text()
 
 
 def test_executed_notebooks_carry_no_absolute_paths(tmp_path):
@@ -88,3 +95,19 @@ def test_a_docs_page_in_the_report_keeps_its_links_working_from_outputs(tmp_path
     assert "## Title" in text and "[a](../docs/training_protocol.md)" in text
     assert "[b](../outputs/REPORT.md)" in text and "[c](https://x.org)" in text
     assert included(tmp_path / "absent.md") == ""
+
+
+def test_icl_report_rewrites_the_report_from_results_on_disk_running_nothing(tmp_path, monkeypatch, capsys):
+    from icl.cli import main
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "icl").mkdir()  # what icl.paths.repo_root looks for
+    base = tmp_path / "outputs" / "ci" / "03_difficult"
+    base.mkdir(parents=True)
+    (base / "results.json").write_text(json.dumps({"claims": [claim("C4", "outputs/ci/03_difficult/a.png")]}))
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "--profile", "ci"]) == 0
+    text = (tmp_path / "outputs" / "ci" / "REPORT.md").read_text()
+    assert "| C4 | partly reproduced |" in text and json.loads((base.parent / "claims.json").read_text())[0]["id"] == "C4"
+    assert main(["report", "--profile", "paper"]) == 2  # nothing to report on: one line, no traceback
+    assert "no folder" in capsys.readouterr().err

@@ -23,7 +23,7 @@ def _outputs(tmp_path):
 
 def test_the_answer_counts_the_sweeps_whose_interval_contains_one(tmp_path):
     text = summary.alpha_answer(_outputs(tmp_path))
-    assert "contains 1 in 1 of 3 sweeps (key_dim 8, (a, b) = (1, 1))" in text
+    assert "contains 1 in 1 of 3 sweeps (k=8, (a, b) = (1, 1))" in text
     assert "excludes it in 2" in text
 
 
@@ -59,3 +59,17 @@ def test_a_cell_without_a_fit_prints_as_such(tmp_path):
                single_bound=0.4, mixture_bound=0.3, alpha=None, alpha_lo95=None, alpha_hi95=None)
     (tmp_path / "06_regimes" / "results.json").write_text(json.dumps({"numbers": {"regimes": [row]}}))
     assert "| 16 | 64 | 4 | 3 | 0.900 | 0.500 (64) | no fit | 0.400 | 0.300 |" in summary.regime_table(tmp_path)
+
+
+def test_the_fit_sensitivity_sets_the_first_depth_against_the_seeds(tmp_path):
+    (tmp_path / "05_fitting_appendix").mkdir()
+    fit = lambda k, name, alpha, problem="": dict(key_dim=k, input_exponent=0.0, task_exponent=0.0, fit=name, alpha=alpha,
+                                                  alpha_lo95=alpha - 0.01, alpha_hi95=alpha + 0.02, fit_problem=problem)
+    rows = [fit(4, "protocol: all depths, floor <= min R, unweighted", 0.72), fit(4, "from L = 2", 1.08),
+            fit(16, "protocol: all depths, floor <= min R, unweighted", 0.01, "standard error of alpha larger than alpha"),
+            fit(16, "from L = 2", 0.01, "standard error of alpha larger than alpha")]
+    (tmp_path / "05_fitting_appendix" / "results.json").write_text(json.dumps({"numbers": {"fit_sensitivity": rows}}))
+    text = summary.fit_sensitivity(tmp_path, "docs/limits.md")
+    assert "from 0.72 to 1.08 at k=4, while its 95 % intervals over seeds are at most 0.03 wide" in text
+    assert "k=16" not in text and "[docs/limits.md](docs/limits.md)" in text
+    assert summary.fit_sensitivity(tmp_path / "absent", "x") == ""
