@@ -127,14 +127,14 @@ def mechanism_table(root: Path, base: Path, depths=(1, 2, 4, 16, 64)) -> str:
 def readme_block(root: Path, base: Path, rows: list[dict]) -> str:
     """What README.md shows between its markers: the answer, C4's exponents with the fit's
     sensitivity, and the claims at a glance (the mechanism's table and each claim's numbers are REPORT's)."""
-    from .claim_report import DECIDED_BY, summary_table
+    from .claim_report import summary_table
 
-    parts = [alpha_answer(base).rstrip("\n") + "\n",
-             "C4's exponents (notebook 03, d=16, P=64; protocol fit, 95 % interval over seeds):\n", c4_table(base),
-             fit_sensitivity(base, "docs/limits.md"),
-             "Every claim ([outputs/REPORT.md](outputs/REPORT.md) has each one's numbers, checks and criterion):\n",
-             summary_table(rows, root, root) if rows else "", DECIDED_BY + "\n" if rows else ""]
-    return "\n".join(p for p in parts if p.strip())
+    parts = [alpha_answer(base).rstrip("\n") + "\nC4's exponents (notebook 03, d=16, P=64; protocol fit, 95 % interval "
+             "over seeds):\n", c4_table(base),
+             fit_sensitivity(base, "docs/limits.md") + "Every claim, with the check that decided it (mostly its first "
+             "failing check; [outputs/REPORT.md](outputs/REPORT.md) gives the rule, each claim's numbers and criterion):\n",
+             summary_table(rows, root, root) if rows else ""]
+    return "\n".join(p for p in parts if p.strip()).rstrip("\n")
 
 
 def update_readme(root: Path, block: str) -> bool:
