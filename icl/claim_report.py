@@ -275,9 +275,11 @@ def number_tables(record: dict) -> list[str]:
         for cases, names in sets.items():
             groups.setdefault(tuple(names), []).extend((c, {n: by_name[n][c] for n in names}) for c in cases)
     out = [_table(names, rows, ranked[0][0] is not None) for names, rows in groups.items()]
-    if scalars:
+    if any(seeds([v]) for _, v in scalars):
         rows = [[cell(name), cell(number(v)), seeds([v])] for name, v in scalars]
         out.append(table(["number", "value [95 %]", "seeds"], rows))
+    elif scalars:  # flags and counts only: a line, not a table
+        out.append("Also recorded: " + escape("; ".join(f"{name} {number(v)}" for name, v in scalars)) + ".\n")
     return out
 
 
