@@ -25,7 +25,7 @@ def test_report_orders_claims_and_flags_missing_figures(tmp_path):
     assert ids == ["C6a", "C6b", "C10"]
     assert "[a.png](01_easy_linear/a.png)" in text and "[b.png](03_difficult/b.png)" in text
     assert "gone.png (missing" in text and "(03_difficult/gone.png)" not in text
-    assert "| x | 0.123 |" in text  # the number, in a table of its claim
+    assert "Also recorded: x 0.123." in text  # the number, in its claim's section
 
 
 def test_report_gives_each_notebooks_time_and_how_many_runs_it_trained(tmp_path):
