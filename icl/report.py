@@ -62,8 +62,9 @@ def _pct(x: float) -> str:
 # ---------------------------------------------------------------- the report
 
 
-CI_WARNING = ("**These verdicts only test the pipeline.** The ci profile trains tiny models for a few hundred "
-              "steps; its numbers and verdicts say nothing about the paper's claims (the quick profile's do).\n\n")
+PIPELINE_ONLY = ("**These verdicts only test the pipeline.** The ci profile and `--smoke` runs train tiny or "
+                 "few-step models; their numbers and verdicts say nothing about the paper's claims (the quick "
+                 "profile's do).\n\n")
 
 
 def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
@@ -78,7 +79,8 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
     (base / "claims.json").write_text(json.dumps(rows, indent=1))
     times = json.loads((base / "timings.json").read_text()) if (base / "timings.json").exists() else {}
     limits = os.path.relpath(root / "docs" / "limits.md", base)
-    text = ((CI_WARNING if profile == "ci" else "") + f"# Reproduction report ({profile} profile)\n\n"
+    pipeline_only = profile == "ci" or "smoke" in base.parts  # `--smoke` writes under outputs/smoke/PROFILE
+    text = ((PIPELINE_ONLY if pipeline_only else "") + f"# Reproduction report ({profile} profile)\n\n"
             "Each claim of the paper in our words (C1–C10) and of our own regime map and mechanism (R1–R6), "
             "with the verdict under the criterion its notebook states before the numbers are computed. A number "
             "is given as value [95 % interval over seeds]; ✓ a check holds, ✗ it fails.\n\n"

@@ -46,6 +46,9 @@ def test_a_ci_report_says_first_that_its_verdicts_only_test_the_pipeline(tmp_pat
     first = write_report(tmp_path, "ci").read_text().splitlines()[0]
     assert "verdicts only test the pipeline" in first
     assert "pipeline" not in write_report(tmp_path, "quick").read_text()
+    smoke = tmp_path / "outputs" / "smoke" / "quick"
+    smoke.mkdir(parents=True)
+    assert "verdicts only test the pipeline" in write_report(tmp_path, "quick", smoke).read_text().splitlines()[0]
 
 
 def test_executed_notebooks_carry_no_absolute_paths(tmp_path):
