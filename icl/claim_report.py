@@ -159,12 +159,19 @@ def outcome(v) -> bool | None:
     return v
 
 
+def sweep_check(name: str) -> tuple[str | None, str]:
+    """(sweep label, check) of a check made per sweep, "shared_stream, top-2, (0, 0): falls";
+    (None, name) for any other check (a name in READS may hold ': ' itself)."""
+    if name in READS or ": " not in name:
+        return None, name
+    sweep, _, check = name.rpartition(": ")
+    return label(sweep), check
+
+
 def reads(check: str, numbers: list) -> str:
-    """The numbers `check` reads, in words ('' where READS does not know the check)."""
-    case = None
-    if check not in READS and ": " in check:  # "shared_stream, top-2, (0, 0): falls" reads that sweep's numbers
-        case, _, check = check.rpartition(": ")
-        case = label(case)
+    """The numbers `check` reads, in words ('' where READS does not know the check); a sweep's
+    check reads that sweep's numbers only."""
+    case, check = sweep_check(check)
     out = []
     for spec in READS.get(check, ()):
         within, _, name = spec.rpartition(" > ")
@@ -182,11 +189,8 @@ def reads(check: str, numbers: list) -> str:
 
 def check_text(name: str, v, numbers: list | None = None) -> str:
     """'✗ alpha near 1: alpha 0.721 [0.712, 0.731] to 1.04 [1.02, 1.05] (3 values)' (plain text)."""
-    shown = name
-    if name not in READS and ": " in name:  # a sweep's check: its sweep in the one label style
-        case, _, rest = name.rpartition(": ")
-        shown = f"{label(case)}: {rest}"
-    text = f"{MARKS[outcome(v)]} {shown}"
+    sweep, check = sweep_check(name)
+    text = f"{MARKS[outcome(v)]} " + (f"{sweep}: {check}" if sweep else check)
     if isinstance(v, list):
         text += f" ({sum(x is True for x in v)} of {len(v)} cells hold)"
     detail = reads(name, numbers) if numbers is not None else ""
@@ -302,8 +306,8 @@ def _marks(checks: dict) -> str:
     'shared stream, top-2, (a, b) = (0, 0): ✓ falls · ✗ alpha near 1; untied values, ...'."""
     sweeps: dict[str, list] = {}
     for name, v in checks.items():
-        sweep, _, check = name.rpartition(": ") if name not in READS else ("", "", name)
-        sweeps.setdefault(label(sweep) if sweep else "", []).append(check_text(check, v))
+        sweep, check = sweep_check(name)
+        sweeps.setdefault(sweep or "", []).append(check_text(check, v))
     return "; ".join((f"{sweep}: " if sweep else "") + " · ".join(marks) for sweep, marks in sweeps.items())
 
 

@@ -10,6 +10,8 @@ import json
 import re
 from pathlib import Path
 
+from .claim_report import summary_table
+
 BEGIN, END = "<!-- results: generated from outputs/ by `icl reproduce` or `icl report`; edits here are overwritten -->", "<!-- /results -->"
 
 
@@ -127,8 +129,6 @@ def mechanism_table(root: Path, base: Path, depths=(1, 2, 4, 16, 64)) -> str:
 def readme_block(root: Path, base: Path, rows: list[dict]) -> str:
     """What README.md shows between its markers: the answer, C4's exponents with the fit's
     sensitivity, and the claims at a glance (the mechanism's table and each claim's numbers are REPORT's)."""
-    from .claim_report import summary_table
-
     parts = [alpha_answer(base).rstrip("\n") + "\nC4's exponents (notebook 03, d=16, P=64; protocol fit, 95 % interval "
              "over seeds):\n", c4_table(base),
              fit_sensitivity(base, "docs/limits.md") + "Every claim, with the check that decided it (mostly its first "
