@@ -215,11 +215,11 @@ def run_sweep_command(args) -> int:
 
         confirm = lambda todo: check_workload(todo, args.yes, cache.root)  # noqa: E731
     results = run_sweep(cfgs, cache, progress=not args.no_progress, runner=runner, confirm=confirm)
-    stored = args.json is None or write_json({"runs": results}, args.json, f"the results of {len(results)} runs")
-    status = report_diverged(results) or (0 if stored else 1)
-    done = f"{len(results)} runs done" if not status else f"{len(results)} runs: the diverged above, the others done"
+    stored = args.json is None or write_json({"runs": results}, args.json, f"the JSON of {len(results)} runs")
+    diverged = report_diverged(results)
+    done = f"{len(results)} runs done" if not diverged else f"{len(results)} runs: the diverged above, the others done"
     print(f"{done}; results in {args.cache}", file=sys.stderr)
-    return status
+    return diverged or (0 if stored else 1)
 
 
 HANDLERS = {"train": (add_arguments_train, run_train), "sweep": (add_arguments_sweep, run_sweep_command)}

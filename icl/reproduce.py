@@ -27,7 +27,7 @@ from . import paths, processes
 from .processes import cores
 from .report import record_times
 from .staging import check_destinations, destinations, profile_root, publish, staging_paths
-from .config import ConfigError, excerpt
+from .config import EXCERPT, ConfigError, excerpt
 from .plan import SMOKE
 from .sweep import load_yaml, read_yaml
 
@@ -335,7 +335,7 @@ def run(args) -> int:
     check_device({"device": args.device})  # first: a missing GPU is the most common stop
     overrides = {}
     for key, value in args.parameter:  # a YAML value, its aliases bounded (a short one can expand to gigabytes)
-        overrides[key] = load_yaml(value, f"-p {excerpt(key)}")
+        overrides[key] = load_yaml(value, f"-p {key if len(key) <= EXCERPT else excerpt(key)}")
     from . import plan
     from .paths import repo_root
 
