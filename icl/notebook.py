@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import intervals, paths, processes
+from . import files, intervals, paths, processes
 from .cache import MemoryCache, RunCache
 from .config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, coerce, excerpt, field_names, within
 from .paths import repo_root
@@ -251,7 +251,7 @@ def write_results(s: Settings, numbers: dict) -> str:
     """results.json: the parameters, every fitted number and the claim verdicts."""
     payload = {"parameters": s.values, "numbers": round_numbers(numbers, 6), "claims": s.claims}
     path = s.path("results.json")
-    path.write_text(json.dumps(payload, indent=1, default=str))
+    files.write_atomic(path, json.dumps(payload, indent=1, default=str))  # a reader never sees half of it
     return s.relpath(path)
 
 
