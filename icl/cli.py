@@ -148,10 +148,9 @@ def report_diverged(results: list[dict]) -> int:
 
 def run_train(args) -> int:
     from .cache import RunCache
+    from .files import json_bytes
     from .sweep import run_sweep
     from .train import train
-
-    from .files import json_bytes
 
     values = {k: v for k, v in vars(args).items() if k in field_names()}
     cfg = RunConfig.from_dict(values, "train")
@@ -198,9 +197,8 @@ def add_arguments_sweep(p: argparse.ArgumentParser) -> None:
 
 def run_sweep_command(args) -> int:
     from .cache import RunCache
-    from .sweep import expand, read_yaml, run_sweep
-
     from .files import json_bytes
+    from .sweep import expand, read_yaml, run_sweep
 
     cfgs = expand(read_yaml(args.params), args.params)
     check_cache_path(args.cache)

@@ -65,8 +65,8 @@ def load_yaml(text: str, source: str):
             return None
         size = _expanded_size(node, {})
         if size > MAX_YAML_VALUES:
-            raise ConfigError(f"its aliases expand it to {size:.3g} values, more than the {MAX_YAML_VALUES:,} "
-                              "allowed; write the values out, or use fewer aliases")
+            raise ConfigError(f"it holds {size:.3g} values once its aliases are expanded, more than the "
+                              f"{MAX_YAML_VALUES:,} allowed; use fewer aliases or fewer values")
         return loader.construct_document(node)
     except yaml.YAMLError as err:
         raise ConfigError(f"{source}: not valid YAML ({str(err).splitlines()[0]})") from None
