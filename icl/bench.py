@@ -336,8 +336,6 @@ def check_arguments(args) -> None:
 
 
 def run(args) -> int:
-    import json
-
     check_arguments(args)  # before anything is timed
     start = time.perf_counter()
     load_before = os.getloadavg()[0]
@@ -376,10 +374,11 @@ def run(args) -> int:
         r = result["reproduce_parallel"]
         print(f"reproduce --profile ci: serial {r['serial_seconds']:.0f} s, --jobs {r['jobs']} {r['parallel_seconds']:.0f} s: "
               f"{r['reproduce_parallel_speedup']:.2f}x (load average {r['load_average']:.1f} on {r['cores']} cores)")
+    from .files import write_atomic, write_json
+
     path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1))
-    path.with_suffix(".md").write_text(markdown(result))
+    if write_json(result, path, "the bench results") == path:  # elsewhere, said in one line, where it cannot be
+        write_atomic(path.with_suffix(".md"), markdown(result))
     print(markdown(result))
     ok = all(r["same"] for r in rows)
     if not ok:

@@ -29,18 +29,20 @@ import hashlib
 import json
 import math
 import os
+import stat
 import sys
-import tempfile
 from pathlib import Path
 
 from . import __version__
 from .config import RunConfig
+from .files import write_atomic
 
 DEFAULT_ROOT = Path("outputs/runs")
 PACKAGE = Path(__file__).resolve().parent
 # The modules whose code decides what a run computes; source_files() adds what they import.
 SOURCE_ROOTS = ("train", "config", "tasks", "models", "decomposition")
 FILE_MODE, DIR_MODE = 0o644, 0o755
+MAX_ENTRY_BYTES = 64 * 2**20  # the least an entry may have; the largest results hold a few MB (entry_limit)
 # Environment variable naming a file that store() appends each new entry's key to (one a line):
 # `icl reproduce` counts the runs a notebook trained from it, even when notebooks run in parallel.
 STORE_LOG = "ICL_CACHE_STORE_LOG"
@@ -166,6 +168,33 @@ def result_problem(result, cfg: RunConfig) -> str | None:
     return None
 
 
+class NotAnEntry(ValueError):
+    """A file where an entry should be that is not one: its message says why."""
+
+
+def read_regular(path: Path, limit: int) -> str:
+    """The text of `path` if it is a regular file of at most `limit` bytes. Anything else in a
+    cache is not an entry, and reading it could not end: a link to /dev/zero reads until memory
+    runs out, and a named pipe waits forever for a writer (hence O_NONBLOCK)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotAnEntry("it is not a regular file")
+        data = f.read(limit + 1)  # + 1: a file that grew after fstat is still caught
+    if info.st_size > limit or len(data) > limit:
+        raise NotAnEntry(f"it is larger than the {limit:,} bytes an entry may have")
+    return data.decode()
+
+
+def entry_limit(cfg: RunConfig) -> int:
+    """The most bytes an entry of `cfg` may have: ten times the JSON bound of its result
+    (icl.files.json_bytes, written with indents; an entry has none), and at least MAX_ENTRY_BYTES."""
+    from .files import json_bytes
+
+    return max(MAX_ENTRY_BYTES, 10 * json_bytes([cfg]))
+
+
 class RunCache:
     def __init__(self, root: str | os.PathLike = DEFAULT_ROOT, retry_diverged: bool = False):
         self.root = Path(root)
@@ -180,7 +209,7 @@ class RunCache:
         path = path or self.path(cfg)
         problem = None
         try:
-            entry = json.loads(self.read_text(path))
+            entry = json.loads(self.read_text(path, entry_limit(cfg)))
             if entry["key"] != path.stem:
                 problem = "it is stored under another key"
             elif entry["checksum"] != _digest(entry["result"]):
@@ -191,6 +220,8 @@ class RunCache:
                 problem = result_problem(entry["result"], cfg)
         except FileNotFoundError:
             return None
+        except NotAnEntry as err:
+            problem = str(err)
         except (ValueError, KeyError, TypeError, UnicodeDecodeError, OSError) as err:
             problem = f"it does not parse ({type(err).__name__})"
         if problem:
@@ -209,23 +240,13 @@ class RunCache:
                 f.write(path.stem + "\n")
         return path
 
-    def read_text(self, path: Path) -> str:
-        return path.read_text()
+    def read_text(self, path: Path, limit: int = MAX_ENTRY_BYTES) -> str:
+        return read_regular(path, limit)
 
     def write(self, path: Path, entry: dict) -> None:
         """Write `entry` as JSON to `path` atomically (temporary file, fsync, rename), 0644."""
         self._mkdirs(path.parent)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600: readable by the other users of a shared cache
-            with os.fdopen(fd, "w") as f:
-                json.dump(entry, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)  # atomic: readers see the old file or the whole new one
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        write_atomic(path, json.dumps(entry), FILE_MODE)  # readers see the old file or the whole new one
 
     def _mkdirs(self, folder: Path) -> None:
         missing = [p for p in (folder, *folder.parents) if not p.exists()]
@@ -255,7 +276,7 @@ class MemoryCache(RunCache):
         super().__init__("<memory>")
         self.files: dict[Path, str] = {}
 
-    def read_text(self, path: Path) -> str:
+    def read_text(self, path: Path, limit: int = 0) -> str:
         if path not in self.files:
             raise FileNotFoundError(path)
         return self.files[path]
@@ -274,7 +295,7 @@ def memo(cache: RunCache, kind: str, key: dict, compute, sources) -> dict:
     full = {"kind": kind, "key": key, "source": source_hash(roots=tuple(sources))}
     path = cache.root / "derived" / kind / f"{_digest(full)}.json"
     try:
-        entry = json.loads(path.read_text())
+        entry = json.loads(cache.read_text(path))
         if entry["key"] == full and entry["checksum"] == _digest(entry["value"]):
             return entry["value"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -282,5 +303,9 @@ def memo(cache: RunCache, kind: str, key: dict, compute, sources) -> dict:
     # The value as JSON gives it back (int dict keys become strings, and sort differently), so
     # that its checksum is the one a later read computes.
     value = json.loads(json.dumps(compute()))
-    cache.write(path, {"key": full, "checksum": _digest(value), "value": value})
+    try:
+        cache.write(path, {"key": full, "checksum": _digest(value), "value": value})
+    except OSError as err:  # a full disk: the value is here, and a later call computes it again
+        print(f"icl: warning: {path} could not be written ({err.strerror}); the value is used without it",
+              file=sys.stderr)
     return value

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import importlib
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -34,30 +36,53 @@ class Parser(argparse.ArgumentParser):
         raise ConfigError(f"{self.prog}: {message}")
 
 
-def check_output_path(path: str | None, flag: str = "--json") -> None:
-    """ConfigError unless `path` can be written: checked before training, so no result is lost."""
-    if not path or path == "-":
+def check_output_path(path: str | None, flag: str = "--json", need: int = 0, yes: bool = False,
+                      inputs: tuple[str, ...] = ()) -> None:
+    """ConfigError unless `path` can be written, holds none of `inputs` and has room for about
+    `need` bytes (unless `yes`): checked before training, so no result is lost."""
+    if path is None or path == "-":
         return
     from .paths import check_writable
 
+    if not path.strip():
+        raise ConfigError(f"{flag}: an empty path; give a file path (or '-' for standard output)")
     target = Path(path)
     if target.is_dir():
         raise ConfigError(f"{flag}: {path} is a folder; give a file path (or '-' for standard output)")
+    for name in inputs:
+        if target.exists() and os.path.samefile(target, name):
+            raise ConfigError(f"{flag}: {path} is the parameter file itself; give another path for the results")
     check_writable(target.parent, flag, path, "give a writable path")
     if target.exists():
         try:
             open(target, "a").close()
         except OSError as err:
             raise ConfigError(f"{flag}: {path} is not writable ({err.strerror}); give a writable path") from None
+    from .files import free_bytes
+    from .workload import size
+
+    free = free_bytes(target.parent.resolve())
+    if need > free and not yes:
+        raise ConfigError(f"{flag}: the results need up to about {size(need)}, more than the {size(free)} free on the disk "
+                          f"of {path}; free some space or give another path (--yes runs anyway, and a result that "
+                          "cannot be written there goes to a fallback folder)")
 
 
-def write_json(obj, path: str) -> None:
-    text = json.dumps(obj, indent=1)
+def check_cache_path(path: str | None) -> None:
+    """ConfigError for an empty --cache: Path("") is the working directory, which would fill with key folders."""
+    if path is not None and not path.strip():
+        raise ConfigError("--cache: an empty path; give a folder (e.g. outputs/runs)")
+
+
+def write_json(obj, path: str, what: str = "the result") -> bool:
+    """`obj` as JSON at `path` ('-': standard output), atomically; where it cannot be written there,
+    somewhere else, said in one line (icl.files.write_json): never dropped. Whether it is at `path`."""
+    from .files import write_json as write
+
     if path == "-":
-        print(text)
-    else:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text)
+        print(json.dumps(obj, indent=1))
+        return True
+    return write(obj, path, what) == Path(path)
 
 
 def field_help() -> dict[str, str]:
@@ -124,12 +149,14 @@ def report_diverged(results: list[dict]) -> int:
 
 def run_train(args) -> int:
     from .cache import RunCache
+    from .files import json_bytes
     from .sweep import run_sweep
     from .train import train
 
     values = {k: v for k, v in vars(args).items() if k in field_names()}
     cfg = RunConfig.from_dict(values, "train")
-    check_output_path(args.json)
+    check_cache_path(args.cache)
+    check_output_path(args.json, need=json_bytes([cfg]), yes=args.yes)
     from .workload import check_workload
 
     if args.cache:
@@ -144,11 +171,10 @@ def run_train(args) -> int:
         check_fits(cfg)  # run_sweep checks this (and the cache) itself
         check_workload([[cfg]], args.yes)
         result = train(cfg, progress=not args.no_progress)
-    if args.json:
-        write_json(result, args.json)
+    stored = args.json is None or write_json(result, args.json)
     print(f"{cfg.model} {cfg.task} depth {cfg.depth}: relative loss {result['initial_loss']:.4f} -> "
           f"{result['final_loss']:.4f} in {result['wall_seconds']:.1f} s", file=sys.stderr)
-    return 0
+    return 0 if stored else 1
 
 
 def add_arguments_sweep(p: argparse.ArgumentParser) -> None:
@@ -172,10 +198,12 @@ def add_arguments_sweep(p: argparse.ArgumentParser) -> None:
 
 def run_sweep_command(args) -> int:
     from .cache import RunCache
+    from .files import json_bytes
     from .sweep import expand, read_yaml, run_sweep
 
     cfgs = expand(read_yaml(args.params), args.params)
-    check_output_path(args.json)
+    check_cache_path(args.cache)
+    check_output_path(args.json, need=json_bytes(cfgs), yes=args.yes, inputs=(args.params,))
     cache, runner, confirm = RunCache(args.cache, args.retry_diverged), None, None
     if args.executor != "local":  # a cluster's time is not this machine's: no estimate
         from .cluster import submitit_runner
@@ -186,12 +214,11 @@ def run_sweep_command(args) -> int:
 
         confirm = lambda todo: check_workload(todo, args.yes, cache.root)  # noqa: E731
     results = run_sweep(cfgs, cache, progress=not args.no_progress, runner=runner, confirm=confirm)
-    if args.json:
-        write_json({"runs": results}, args.json)
-    status = report_diverged(results)
-    done = f"{len(results)} runs done" if not status else f"{len(results)} runs: the diverged above, the others done"
+    stored = args.json is None or write_json({"runs": results}, args.json, f"the JSON of {len(results)} runs")
+    diverged = report_diverged(results)
+    done = f"{len(results)} runs done" if not diverged else f"{len(results)} runs: the diverged above, the others done"
     print(f"{done}; results in {args.cache}", file=sys.stderr)
-    return status
+    return diverged or (0 if stored else 1)
 
 
 HANDLERS = {"train": (add_arguments_train, run_train), "sweep": (add_arguments_sweep, run_sweep_command)}
@@ -215,6 +242,17 @@ def handler(name: str, module: str):
     return mod.add_arguments, mod.run
 
 
+# Errors about the file system that say all there is to say in one line.
+FILE_ERRORS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT)
+MAX_ERROR = 1_000  # characters of an error line: the messages bound each value they show (config.excerpt)
+
+
+def clip(message: str) -> str:
+    """One line of at most MAX_ERROR characters, whatever a message holds."""
+    line = " ".join(message.split("\n"))
+    return line if len(line) <= MAX_ERROR else f"{line[:MAX_ERROR - 200]} ... {line[-190:]}"
+
+
 def main(argv: list[str] | None = None) -> int:
     from .train import DivergenceError
 
@@ -222,7 +260,13 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return handler(args.command, COMMANDS[args.command][0])[1](args)
     except ConfigError as err:
-        print(f"icl: error: {err}", file=sys.stderr)
+        print(f"icl: error: {clip(str(err))}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a file icl could not create or read (a read-only checkout): no traceback
+        if err.filename is None or err.errno not in FILE_ERRORS:
+            raise
+        print(f"icl: error: {err.filename}: {err.strerror}; run where icl may write (the checkout, outputs/, "
+              "the cache)", file=sys.stderr)
         return 2
     except DivergenceError as err:
         print(f"icl: error: {err}", file=sys.stderr)

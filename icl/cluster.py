@@ -27,12 +27,14 @@ from pathlib import Path
 from typing import Callable
 
 from .cache import RunCache
-from .config import ConfigError, RunConfig
+from .config import ConfigError, RunConfig, excerpt
 from .train import train_finite
 
 EXECUTORS = ("submitit-local", "slurm")
 # Defaults for every job; ICL_SUBMITIT and keyword arguments override them.
 DEFAULTS = {"timeout_min": 240, "cpus_per_task": 2}
+# submitit's parameters that count something, and their least value (0 minutes: no time to run).
+COUNTS = {"timeout_min": 1, "cpus_per_task": 1, "gpus_per_node": 0, "nodes": 1, "tasks_per_node": 1}
 
 
 def run_group(cfgs: list[RunConfig], cache_root: str | None = None) -> list[dict]:
@@ -51,10 +53,14 @@ def job_parameters(executor_name: str, overrides: dict) -> dict:
     try:
         env = json.loads(os.environ.get("ICL_SUBMITIT", "") or "{}")
     except ValueError as err:
-        raise ConfigError(f"ICL_SUBMITIT: not valid JSON ({err})") from None
+        raise ConfigError(f"ICL_SUBMITIT: not valid JSON ({excerpt(str(err))})") from None
     if not isinstance(env, dict):
         raise ConfigError("ICL_SUBMITIT: must be a JSON object of submitit parameters")
     params = {**DEFAULTS, **env, **overrides}
+    for key in COUNTS:  # submitit takes any value here and fails later, in a traceback, or never starts the job
+        value = params.get(key)
+        if key in params and not (isinstance(value, int) and not isinstance(value, bool) and value >= COUNTS[key]):
+            raise ConfigError(f"submitit: {key} {excerpt(value)} is not allowed; it must be an integer >= {COUNTS[key]}")
     if executor_name == "submitit-local":
         params = {k: v for k, v in params.items() if k == "timeout_min"}
     return params
@@ -75,7 +81,7 @@ def make_executor(executor_name: str, folder: str | os.PathLike, params: dict):
     elif executor_name == "slurm":
         executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
     else:
-        raise ConfigError(f"executor: unknown value {executor_name!r}; allowed: {', '.join(EXECUTORS)}")
+        raise ConfigError(f"executor: unknown value {excerpt(executor_name)}; allowed: {', '.join(EXECUTORS)}")
     executor.update_parameters(**params)
     return executor
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import reprlib
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -30,6 +31,33 @@ LABEL_NOISE_RANGE = (0.0, 100.0)
 
 class ConfigError(ValueError):
     """A bad parameter: the message names the key, the value and what is allowed."""
+
+
+EXCERPT = 80  # characters of a bad value an error message shows
+# A repr that never walks a value whole: a YAML file of nested aliases is small in memory, but its
+# full repr doubles with every level (a 700-byte file would make an error message of gigabytes).
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict, _SHORT.maxset = 3, 6, 6, 6, 6
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = EXCERPT
+
+
+def excerpt(value: Any) -> str:
+    """A bad value as an error message shows it: its repr if short, else its first EXCERPT
+    characters and its size."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= EXCERPT else f"{value[:EXCERPT]!r}... ({len(value):,} characters)"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"an integer of {int(value.bit_length() * math.log10(2)) + 1:,} digits"  # repr refuses > 4300 digits
+    text = _SHORT.repr(value)
+    if isinstance(value, (list, tuple, dict, set)) and (len(text) > EXCERPT or "..." in text):
+        return f"{text[:EXCERPT]}... (a {type(value).__name__} of {len(value):,} items)"
+    return text if len(text) <= EXCERPT else f"{text[:EXCERPT]}..."
+
+
+def tileable(dim: int, k: int) -> bool:
+    """Whether k-dimensional subspaces tile R^dim in complementary blocks (icl.subspaces.tiling):
+    k or dim - k must divide dim."""
+    return dim % k == 0 or (k < dim and dim % (dim - k) == 0)
 
 
 @dataclass(frozen=True)
@@ -67,6 +95,10 @@ class RunConfig:
     track_focus: bool = False  # attention focusing and query/key norms along training (M4)
 
     def __post_init__(self) -> None:
+        for name in _FLOATS:  # -0.0 is 0.0: one run, one cache entry (their JSON differs)
+            value = getattr(self, name)
+            if isinstance(value, float) and value == 0.0 and math.copysign(1.0, value) < 0:
+                object.__setattr__(self, name, 0.0)
         validate(self)
 
     @property
@@ -85,12 +117,13 @@ class RunConfig:
     def from_dict(cls, values: dict, source: str = "parameters") -> "RunConfig":
         unknown = sorted(set(values) - set(field_names()))
         if unknown:
-            raise ConfigError(f"{source}: unknown key {unknown[0]!r}; allowed keys: {', '.join(field_names())}")
+            raise ConfigError(f"{source}: unknown key {excerpt(unknown[0])}; allowed keys: {', '.join(field_names())}")
         return cls(**{k: coerce(k, v) for k, v in values.items()})
 
 
 _NAMES = tuple(f.name for f in fields(RunConfig))
 _TYPES = {f.name: type(f.default) for f in fields(RunConfig)}
+_FLOATS = tuple(name for name in _NAMES if _TYPES[name] is float)
 
 
 def field_names() -> list[str]:
@@ -109,38 +142,42 @@ def coerce(key: str, value: Any) -> Any:
             return value
         if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
             return value.lower() in ("true", "1", "yes")
-        raise ConfigError(f"{key}: {value!r} is not a boolean (true or false)")
+        raise ConfigError(f"{key}: {excerpt(value)} is not a boolean (true or false)")
+    if kind in (int, float) and isinstance(value, str) and ("_" in value or not value.isascii()):
+        # Python reads "1_0" as 10 and "１０" as 10: a typo would pass as another number.
+        raise ConfigError(f"{key}: {excerpt(value)} is not {'an integer' if kind is int else 'a number'} "
+                          "(write digits only: no underscores, no non-ASCII digits)")
     if kind is int:
         if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise ConfigError(f"{key}: {value!r} is not an integer")
+            raise ConfigError(f"{key}: {excerpt(value)} is not an integer")
         try:
             return int(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{key}: {value!r} is not an integer") from None
+        except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
+            raise ConfigError(f"{key}: {excerpt(value)} is not an integer") from None
     if kind is float:
         try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{key}: {value!r} is not a number") from None
+            return float(value) + 0.0  # + 0.0 turns -0.0 into 0.0
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond a float
+            raise ConfigError(f"{key}: {excerpt(value)} is not a number") from None
     if not isinstance(value, str):
-        raise ConfigError(f"{key}: {value!r} is not a string")
+        raise ConfigError(f"{key}: {excerpt(value)} is not a string")
     return value
 
 
 def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise ConfigError(f"{key}: unknown value {value!r}; allowed: {', '.join(allowed)}")
+        raise ConfigError(f"{key}: unknown value {excerpt(value)}; allowed: {', '.join(allowed)}")
 
 
 def _at_least(key: str, value: float, low: float, what: str) -> None:
     if not (value >= low and math.isfinite(value)):  # NaN fails the comparison
-        raise ConfigError(f"{key}: {value!r} is not allowed; it must be {what}")
+        raise ConfigError(f"{key}: {excerpt(value)} is not allowed; it must be {what}")
 
 
 def within(key: str, value: float, low: float, high: float) -> None:
     """ConfigError unless low <= value <= high (NaN and inf included)."""
     if not (isinstance(value, (int, float)) and low <= value <= high):
-        raise ConfigError(f"{key}: {value!r} is not allowed; it must be a finite number in [{low:g}, {high:g}]")
+        raise ConfigError(f"{key}: {excerpt(value)} is not allowed; it must be a finite number in [{low:g}, {high:g}]")
 
 
 def validate(c: RunConfig) -> None:
@@ -159,6 +196,9 @@ def validate(c: RunConfig) -> None:
     _at_least("curve_contexts", c.curve_contexts, 1, "an integer >= 1")
     if c.key_dim > c.dim:
         raise ConfigError(f"key_dim: {c.key_dim} is not allowed; it must be at most dim ({c.dim}), or 0 for dim")
+    if c.subspace == "tiled" and not tileable(c.dim, c.resolved_key_dim):
+        raise ConfigError(f"subspace: 'tiled' needs key_dim or dim - key_dim to divide dim (here key_dim "
+                          f"{c.resolved_key_dim}, dim {c.dim}); choose such a key_dim, or subspace 'random'")
     if not 1 <= c.top_k <= c.context_length:
         raise ConfigError(f"top_k: {c.top_k} is not allowed; it must be between 1 and context_length ({c.context_length})")
     for key in ("input_exponent", "task_exponent"):

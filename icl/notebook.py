@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import intervals, paths, processes
+from . import files, intervals, paths, processes
 from .cache import MemoryCache, RunCache
-from .config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, coerce, field_names, within
+from .config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, coerce, excerpt, field_names, within
 from .paths import repo_root
 from .sweep import diverged, expand, run_sweep
 from .train import is_diverged
@@ -49,14 +49,14 @@ def _check_type(key: str, value, default) -> object:
     if default is None or value is None:
         return value
     if isinstance(default, bool) != isinstance(value, bool):
-        raise ConfigError(f"{key}: {value!r} is not allowed; it must be a boolean like its default {default!r}")
+        raise ConfigError(f"{key}: {excerpt(value)} is not allowed; it must be a boolean like its default {default!r}")
     if isinstance(default, float) and isinstance(value, int):
         return float(value)
     if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
         return list(value)
     if type(value) is not type(default):
         kind = {"int": "an integer", "float": "a number", "str": "a string", "list": "a list", "dict": "a mapping"}
-        raise ConfigError(f"{key}: {value!r} is not allowed; it must be {kind.get(type(default).__name__, type(default).__name__)} "
+        raise ConfigError(f"{key}: {excerpt(value)} is not allowed; it must be {kind.get(type(default).__name__, type(default).__name__)} "
                           f"like its default {default!r}")
     return value
 
@@ -113,7 +113,7 @@ def parameters(ns: dict, make_outputs: bool = True) -> Settings:
     current = _parameter_like(ns)
     unknown = sorted(set(current) - set(_DECLARED))
     if unknown:
-        raise ConfigError(f"unknown parameter {unknown[0]!r}; this notebook's parameters are: {', '.join(sorted(_DECLARED))}")
+        raise ConfigError(f"unknown parameter {excerpt(unknown[0])}; this notebook's parameters are: {', '.join(sorted(_DECLARED))}")
     values = {k: _check_type(k, current[k], d) for k, d in _DECLARED.items()}
     # A custom spectrum given on the papermill command line replaces the notebook's list of spectra.
     if values.get("input_exponent") is not None or values.get("task_exponent") is not None:
@@ -122,6 +122,8 @@ def parameters(ns: dict, make_outputs: bool = True) -> Settings:
     _validate_axes(values)
     if "bootstrap_resamples" in values:
         intervals.set_resamples(values["bootstrap_resamples"])
+    if values.get("threads") is not None and values["threads"] < 0:  # -3 is truthy: it reached torch, a traceback
+        raise ConfigError(f"threads: {values['threads']} is not allowed; it must be an integer >= 0 (0: torch's choice)")
     if values.get("threads"):
         import torch
 
@@ -140,17 +142,17 @@ def _validate_axes(values: dict) -> None:
     for key, v in values.items():
         if key.endswith(("depths", "key_dims", "dims", "context_lengths")) or key == "seeds":
             if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-                raise ConfigError(f"{key}: {v!r} is not allowed; it must be a non-empty list of integers")
+                raise ConfigError(f"{key}: {excerpt(v)} is not allowed; it must be a non-empty list of integers")
             if key != "seeds" and min(v) < 1:
                 what = "depth" if key.endswith("depths") else "entry"
-                raise ConfigError(f"{key}: {v!r} is not allowed; every {what} must be >= 1")
+                raise ConfigError(f"{key}: {excerpt(v)} is not allowed; every {what} must be >= 1")
             if key == "seeds" and not all(SEED_RANGE[0] <= x <= SEED_RANGE[1] for x in v):
-                raise ConfigError(f"{key}: {v!r} is not allowed; every seed must be in [0, 2**32 - 1]")
+                raise ConfigError(f"{key}: {excerpt(v)} is not allowed; every seed must be in [0, 2**32 - 1]")
         if key.endswith("spectra"):
             ok = isinstance(v, list) and all(isinstance(s, (list, tuple)) and len(s) == 2 and
                                              all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in s) for s in v)
             if not ok:
-                raise ConfigError(f"{key}: {v!r} is not allowed; it must be a list of [input_exponent, task_exponent] pairs")
+                raise ConfigError(f"{key}: {excerpt(v)} is not allowed; it must be a list of [input_exponent, task_exponent] pairs")
             for pair in v:
                 for name, x in zip(EXPONENTS, pair):
                     within(f"{key}: {name}", x, *EXPONENT_RANGE)
@@ -249,7 +251,7 @@ def write_results(s: Settings, numbers: dict) -> str:
     """results.json: the parameters, every fitted number and the claim verdicts."""
     payload = {"parameters": s.values, "numbers": round_numbers(numbers, 6), "claims": s.claims}
     path = s.path("results.json")
-    path.write_text(json.dumps(payload, indent=1, default=str))
+    files.write_atomic(path, json.dumps(payload, indent=1, default=str))  # a reader never sees half of it
     return s.relpath(path)
 
 

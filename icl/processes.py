@@ -97,9 +97,13 @@ def hold_lock(staging: Path, what: str):
     into each other's folders), taken only once the processes of the last run that held it have
     ended. Released when the returned file is closed or the process ends; its workers and kernels
     end with it."""
-    staging.mkdir(parents=True, exist_ok=True)
     path, registry = staging / ".lock", staging / ".processes"
-    f = open(path, "w")
+    try:
+        staging.mkdir(parents=True, exist_ok=True)
+        f = open(path, "a")  # "a": taking the lock changes nothing in the file
+    except OSError as err:  # a read-only checkout, a folder of another user
+        raise ConfigError(f"profile: cannot take the lock {path} ({err.strerror}); `{what}` writes its outputs "
+                          "beside it: run it in a checkout you can write to") from None
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -27,9 +27,9 @@ from . import paths, processes
 from .processes import cores
 from .report import record_times
 from .staging import check_destinations, destinations, profile_root, publish, staging_paths
-from .config import ConfigError
+from .config import EXCERPT, ConfigError, excerpt
 from .plan import SMOKE
-from .sweep import read_yaml
+from .sweep import load_yaml, read_yaml
 
 NOTEBOOKS = ("01_easy_linear", "02_easy_nonlinear", "03_difficult", "04_generalized", "05_fitting_appendix",
              "06_regimes", "07_mechanism")
@@ -266,7 +266,7 @@ def checked_parameters(root: Path, profile: str, names: list[str], device: str |
               for n in names}
     unused = sorted(set(overrides or {}) - {k for p in params.values() for k in p})
     if unused:
-        raise ConfigError(f"-p: {unused[0]!r} is not a parameter of {', '.join(names)}")
+        raise ConfigError(f"-p: {excerpt(unused[0])} is not a parameter of {', '.join(names)}")
     for n in names:  # the device first: a missing GPU is the most common stop
         check_device(params[n])
     for n in names:
@@ -342,25 +342,20 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     if args.profile not in PROFILES:
-        raise ConfigError(f"profile: unknown value {args.profile!r}; allowed: {', '.join(PROFILES)}")
+        raise ConfigError(f"profile: unknown value {excerpt(args.profile)}; allowed: {', '.join(PROFILES)}")
     if args.device not in DEVICES:
-        raise ConfigError(f"device: unknown value {args.device!r}; allowed: {', '.join(DEVICES)}")
+        raise ConfigError(f"device: unknown value {excerpt(args.device)}; allowed: {', '.join(DEVICES)}")
     if args.jobs < 1:
         raise ConfigError(f"jobs: {args.jobs} is not allowed; it must be an integer >= 1")
     names = args.only or NOTEBOOKS
     bad = [n for n in names if n not in NOTEBOOKS]
     if bad:
-        raise ConfigError(f"only: unknown notebook {bad[0]!r}; allowed: {', '.join(NOTEBOOKS)}")
+        raise ConfigError(f"only: unknown notebook {excerpt(bad[0])}; allowed: {', '.join(NOTEBOOKS)}")
     names = [n for n in NOTEBOOKS if n in names]  # the order notebooks (and their needs) run in
     check_device({"device": args.device})  # first: a missing GPU is the most common stop
     overrides = {}
-    for key, value in args.parameter:
-        import yaml
-
-        try:
-            overrides[key] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            raise ConfigError(f"-p {key}: {value!r} is not a YAML value") from None
+    for key, value in args.parameter:  # a YAML value, its aliases bounded (a short one can expand to gigabytes)
+        overrides[key] = load_yaml(value, f"-p {key if len(key) <= EXCERPT else excerpt(key)}")
     from . import plan
     from .paths import repo_root
 

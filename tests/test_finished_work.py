@@ -13,9 +13,21 @@ from conftest import TINY, read_only, writable_again
 from icl import notebook as nb
 from icl.cache import RunCache
 from icl.cli import main
+import icl.sweep as icl_sweep
 from icl.sweep import expand
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread", "fallback_home")
+
+
+@pytest.fixture
+def fallback_home(tmp_path, monkeypatch):
+    """The fallback folders of a result that cannot be written (icl.files) inside tmp_path: the
+    home's (tmp_path/home) and the temporary folder's (tmp_path/tmp)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    return tmp_path / "home" / ".local" / "state" / "icl" / "unsaved"
 
 SWEEP = {**TINY, "model": "softmax"}
 
@@ -69,6 +81,7 @@ def test_a_store_that_fails_after_training_still_writes_the_json(tmp_path, capsy
 
 def test_notebook_runs_without_a_cache_leave_no_temporary_folder(tmp_path, monkeypatch):
     """`cache_dir: null` (ci profile, nbval, golden) made a /tmp/icl-runs-* folder per call and left it."""
+    (tmp_path / "tmp").rmdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where mkdtemp would make them
     monkeypatch.setenv("ICL_OUTPUT_ROOT", str(tmp_path))
     declared = {"output_dir": str(tmp_path / "out"), "cache_dir": None, "threads": 0, "progress": False}
@@ -165,3 +178,100 @@ def test_a_notebook_leaves_a_diverged_run_out_and_names_it(tmp_path, capsys, mon
     assert len(left_out) == 2 and all("learning_rate 1e+30" in line for line in left_out)
     frame = nb.losses_frame(runs)
     assert len(frame) == 2 and frame.loss.notna().all()
+
+
+# --- a full disk (issue 30): nothing finished is lost ------------------------------------------
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 KiB file system at tmp_path/full, filled up, holding an earlier r.json; as root only."""
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    full = tmp_path / "full"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)], capture_output=True).returncode:
+        pytest.skip("mount -t tmpfs is not permitted here")
+    try:
+        (full / "r.json").write_text('{"earlier": "results"}')
+        fd = os.open(full / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError as err:
+            assert err.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
+        yield full
+    finally:
+        subprocess.run(["umount", str(full)], check=True)
+
+
+def rescued(folder: Path) -> list[Path]:
+    return sorted(folder.iterdir()) if folder.is_dir() else []
+
+
+def test_train_json_on_a_full_disk_keeps_the_result_and_the_earlier_file(full_disk, fallback_home, capsys):
+    """Was 12 s of training, then a traceback and an empty file (the earlier one truncated)."""
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in SWEEP.items()] + ["--no-progress", "--yes"]
+    assert main(["train", *flags, "--json", str(full_disk / "r.json")]) == 1  # the result is not where asked
+    assert (full_disk / "r.json").read_text() == '{"earlier": "results"}'  # never truncated
+    [saved] = rescued(fallback_home)
+    assert saved.name.endswith("-r.json") and json.loads(saved.read_text())["final_loss"] > 0
+    warning = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warning) == 1 and str(saved) in warning[0] and "No space left" in warning[0], warning
+
+
+def test_sweep_json_on_a_full_disk_loses_no_finished_run(full_disk, fallback_home, tmp_path, capsys):
+    """Was 4 of 6 finished runs lost: the cache could not take them, then --json crashed half written."""
+    params = sweep_file(tmp_path, "depths: [1, 2, 3]\nseeds: [0, 1]\n")
+    cache = full_disk / "runs"
+    assert main(["sweep", str(params), "--cache", str(cache), "--json", str(full_disk / "r.json"), "--yes",
+                 "--no-progress"]) == 1
+    assert (full_disk / "r.json").read_text() == '{"earlier": "results"}'
+    json_file, runs = rescued(fallback_home)
+    assert runs.name.endswith("-runs") and json_file.name.endswith("-r.json")
+    results = json.loads(json_file.read_text())["runs"]
+    spare = RunCache(runs)
+    cfgs = expand(icl_sweep.read_yaml(params))
+    assert len(results) == 6 and [spare.load(c) for c in cfgs] == results  # every run, in both
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 2 and str(runs) in warnings[0] and str(json_file) in warnings[1], warnings
+    # A rerun with the rescued entries copied into a cache trains nothing.
+    import shutil
+
+    shutil.copytree(runs, tmp_path / "again")
+    assert main(["sweep", str(params), "--cache", str(tmp_path / "again"), "--no-progress"]) == 0
+    assert "to train" not in capsys.readouterr().err
+
+
+def test_a_json_larger_than_the_free_space_is_refused_before_training(full_disk, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(icl_sweep, "train_finite", lambda *a, **k: pytest.fail("training started"))
+    params = sweep_file(tmp_path, "depths: [1, 2]\n")
+    assert main(["sweep", str(params), "--cache", str(tmp_path / "runs"), "--json", str(full_disk / "r.json"),
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--json" in err and "free" in err, err
+
+
+def test_where_no_fallback_folder_takes_it_the_json_goes_to_standard_output(tmp_path, capsys, monkeypatch):
+    from icl import files
+
+    monkeypatch.setattr(files, "fallback_folders", lambda: [(tmp_path / "a_file" / "x", "nowhere")])
+    (tmp_path / "a_file").write_text("")
+    assert files.write_json({"final_loss": 0.5}, tmp_path / "a_file" / "r.json") is None
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"final_loss": 0.5} and "standard output" in err
+
+
+def test_the_json_size_bound_holds_for_every_model():
+    """files.json_bytes bounds what --json writes (and, ten times over, what a cache entry may hold)."""
+    from conftest import MODELS, tiny_config
+    from icl.files import json_bytes
+    from icl.train import train
+
+    for model in MODELS:
+        cfg = tiny_config(model=model, track_modes=True, track_focus=True, depth=3)
+        text = json.dumps(train(cfg, progress=False), indent=1)
+        assert len(text) <= json_bytes([cfg]), (model, len(text), json_bytes([cfg]))

@@ -281,7 +281,7 @@ def test_sizes_that_cannot_fit_are_refused_up_front(capsys, no_training, flags):
 
 
 def test_sweep_sizes_that_cannot_fit_are_refused_before_any_group_trains(capsys, tmp_path, no_training):
-    params = write(tmp_path / "big.yaml", SWEEP + "depths: [1, 2]\nseeds: [0, 1]\ndim: 200000\n")
+    params = write(tmp_path / "big.yaml", SWEEP.replace("dim: 4", "dim: 200000") + "depths: [1, 2]\nseeds: [0, 1]\n")
     quick_error(capsys, ["sweep", str(params), "--cache", str(tmp_path / "c")], "memory", "GiB")
 
 

@@ -1,0 +1,102 @@
+"""Result files that are never half written, and finished results that are never dropped.
+
+- `write_atomic`: the text goes to a temporary file beside its target (the same folder, so the
+  same file system), is flushed to the disk, and replaces the target in one rename. A reader, or a
+  crash, sees the old file whole or the new one whole: an existing file is never truncated first.
+- `rescue`: where a finished result cannot be written (a full disk, a read-only folder), it goes
+  to a fallback folder instead, named in one line on standard error. The fallback folders, in
+  order: `$XDG_STATE_HOME/icl/unsaved` (by default `~/.local/state/icl/unsaved`), in the user's
+  home because it outlives a reboot and a /tmp cleaner; then `$TMPDIR/icl-unsaved`, because /tmp
+  is often another file system (often memory) when the home's is the full one. Where neither
+  takes it, the caller still holds the result in memory (the command line prints it).
+- `json_bytes`: a bound of the size of the JSON `--json` writes, checked against the free space
+  before any training.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+FILE_MODE = 0o644  # readable by everyone, as a shared cache and a results folder must be
+# A JSON float as `json.dumps(indent=1)` writes it in a result: up to 24 characters
+# ("-1.2345678901234567e-05,"), a newline, and one space of indent per level (at most 6 levels).
+JSON_FLOAT_BYTES = 32
+
+
+def write_atomic(path: str | os.PathLike, text: str, mode: int = FILE_MODE) -> None:
+    """Write `text` to `path` through a temporary file beside it, fsync and rename."""
+    path = Path(path)
+    data = text.encode()  # before the temporary file exists: a value that cannot be encoded leaves nothing
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        os.fchmod(fd, mode)  # mkstemp makes 0600
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def fallback_folders() -> list[tuple[Path, str]]:
+    """Where a result that cannot be written where asked goes, each with why it is there."""
+    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return [(state / "icl" / "unsaved", "in your home, which outlives a reboot"),
+            (Path(tempfile.gettempdir()) / "icl-unsaved", "in the temporary folder, as your home could not take it")]
+
+
+def rescue(write: Callable[[Path], None], name: str) -> tuple[Path, str] | None:
+    """Call write(destination) with a new path under each fallback folder in turn, until one works:
+    (that path, why it is there); None where none could take it."""
+    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    for folder, why in fallback_folders():
+        dest = folder / f"{stamp}-{name}"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            write(dest)
+            return dest, why
+        except OSError:
+            if dest.is_dir():
+                shutil.rmtree(dest, ignore_errors=True)
+    return None
+
+
+def write_json(obj, path: str | os.PathLike, what: str = "the result") -> Path | None:
+    """`obj` as JSON at `path`, atomically; where that fails, in a fallback folder or, where none
+    takes it, on standard output, said in one line on standard error. The path written (None:
+    standard output)."""
+    text = json.dumps(obj, indent=1)
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text)
+        return path
+    except OSError as err:
+        saved = rescue(lambda dest: write_atomic(dest, text), path.name)
+        where = (f"it is in {saved[0]} instead ({saved[1]})" if saved else
+                 "no fallback folder could take it either, so it follows on standard output")
+        print(f"icl: warning: {what} could not be written to {path} ({err.strerror or err}); {where}", file=sys.stderr)
+        if not saved:
+            print(text, flush=True)
+        return saved[0] if saved else None
+
+
+def json_bytes(cfgs) -> int:
+    """A bound of the bytes of the JSON of the results of `cfgs`: per run, the fixed fields
+    (workload.ENTRY_BYTES) and JSON_FLOAT_BYTES for each number it holds (workload.result_floats)."""
+    from .workload import ENTRY_BYTES, result_floats
+
+    return sum(ENTRY_BYTES + JSON_FLOAT_BYTES * result_floats(c) for c in cfgs)
+
+
+def free_bytes(path: Path) -> int:
+    """Free bytes on the file system `path` is (or would be) on."""
+    return shutil.disk_usage(next(p for p in (path, *path.parents) if p.exists())).free
