@@ -217,7 +217,8 @@ def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
     record()
     wall = time.perf_counter() - start
     if not np.isfinite(curve[-1]).all():
-        bad = own_nonfinite(stack, predict(stack, evalset)[1], torch.as_tensor(curve[-1])).nonzero().flatten().tolist()
+        final = torch.as_tensor(curve[-1], device=device)  # beside the layers' predictors, on the device
+        bad = own_nonfinite(stack, predict(stack, evalset)[1], final).nonzero().flatten().tolist()
         raise DivergenceError("training diverged: the final evaluation loss is NaN or inf for "
                               + "; ".join(describe(cfgs[order[m]]) for m in bad), [order[m] for m in bad])
     return group_results(cfgs, order, device, checkpoints, curve, modes, focus, omega, summarise(stack, evalset, valset), wall)
