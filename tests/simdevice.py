@@ -51,8 +51,7 @@ def register() -> None:
     _setup_privateuseone_for_python_backend(NAME)
 
 
-register()  # on import: torch.device("simgpu") exists only after it
-DEVICE = torch.device(NAME, 0)  # with an index, as CUDA tensors have: the autograd engine needs one
+DEVICE = None  # torch.device("simgpu", 0) once registered (simulate()); with an index, as CUDA tensors have
 
 
 class OnDevice(torch.Tensor):
@@ -182,6 +181,9 @@ def simulate():
     import icl.tasks
     import icl.train
 
+    global DEVICE
+    register()  # the first time only: from then on, this process knows the device (harmless to CPU work)
+    DEVICE = torch.device(NAME, 0)  # the autograd engine needs an index
     watch = Watch()
     resolve, make_gen, step = icl.train.resolve_device, icl.tasks.make_generator, icl.train.train_step
 
