@@ -7,9 +7,11 @@ CPU tensors and records, as a CUDA device would make them happen:
 
 - `mixed`: an operation on device tensors with a CPU tensor of one element or more among its
   inputs, raised at once as CUDA does ("Expected all tensors to be on the same device"; a 0-dim
-  CPU tensor is a scalar there and is allowed);
+  CPU tensor is a scalar there and is allowed; CPU indices into a device tensor, which CUDA copies
+  over unasked, are raised too);
 - `sync`: a scalar read of a device tensor (`.item()`, `int()`, `float()`, `bool()`: aten's
-  `_local_scalar_dense`), which waits for the device;
+  `_local_scalar_dense`), or an operation whose output's size depends on the numbers (`nonzero`,
+  a boolean mask as index, `unique`, ...): each waits for the device;
 - `h2d`, `d2h`: copies between the host and the device (`.to(device)`, `copy_`, `.cpu()`).
 
 The device is torch's PrivateUse1 backend registered from Python under the name `simgpu`
@@ -37,6 +39,9 @@ from torch.utils._pytree import tree_map
 NAME = "simgpu"
 CPU = torch.device("cpu")
 aten = torch.ops.aten
+# Operations whose output's size depends on the numbers: on a GPU the host waits to learn it.
+SIZED_BY_DATA = {aten.nonzero.default, aten.masked_select.default, aten._unique2.default, aten.unique_dim.default,
+                 aten.unique_consecutive.default, aten.bincount.default}
 
 
 def register() -> None:
@@ -130,7 +135,8 @@ class Watch(TorchDispatchMode):
     def judge(self, func, args, on: list, off: list, to_device: bool, target) -> None:
         """Record what this operation would cost or break on a real device."""
         big = [tuple(t.shape) for t in off if t.dim() > 0]
-        if func is aten._local_scalar_dense.default and on:
+        masks = func is aten.index.Tensor and any(t is not None and t.dtype == torch.bool for t in args[1])
+        if on and (func is aten._local_scalar_dense.default or func in SIZED_BY_DATA or masks):
             self.note("sync", func)
         elif func is aten._to_copy.default and to_device and off:
             self.note("h2d", func, str(big))

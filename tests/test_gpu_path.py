@@ -5,9 +5,11 @@ between host and device; none may happen inside a training step (each one waits 
 import json
 
 import pytest
+import torch
 import yaml
 
 import icl.train
+import simdevice
 from conftest import MODELS, TINY, tiny_config
 from icl.cli import main
 from icl.train import DivergenceError
@@ -28,6 +30,18 @@ def group(model: str, **changes) -> list:
 def assert_no_step_costs(watch) -> None:
     assert not any(watch.summary(in_step=True).get(k) for k in STEP_COSTS), \
         "inside training steps:\n" + watch.describe(STEP_COSTS, in_step=True)
+
+
+def test_the_simulated_device_sees_what_a_gpu_would():
+    with simulate() as watch:
+        x = torch.arange(6.0).to(simdevice.DEVICE)  # a copy to the device
+        y = (x * 2 + torch.tensor(1.0)).sum()  # a 0-dim CPU tensor is a scalar: allowed
+        assert y.device.type == NAME and float(y) == 36.0  # a sync
+        (x > 2).nonzero()  # its size depends on the numbers: a sync
+        x.cpu()  # a copy back
+        with pytest.raises(RuntimeError, match="same device"):
+            x + torch.ones(6)
+    assert [e.kind for e in watch.events] == ["h2d", "sync", "sync", "d2h", "mixed"]
 
 
 @pytest.mark.parametrize("model", MODELS)
