@@ -16,7 +16,8 @@ DEVICE  ?= auto
 JOBS    ?=
 
 VPY      := $(VENV)/bin/python
-TESTENV  := OMP_NUM_THREADS=1 MPLBACKEND=Agg
+# No GPU in the tests: the golden notebooks say device "auto", and their numbers are the CPU's.
+TESTENV  := OMP_NUM_THREADS=1 MPLBACKEND=Agg CUDA_VISIBLE_DEVICES=
 # A second CPU for the notebook regression: torch's generic kernels and icl's C kernels built
 # without -march=native, as on a machine without AVX2 (scripts/variants.py runs every variant).
 SECOND_CPU := ATEN_CPU_CAPABILITY=default ICL_KERNEL_FLAGS=portable
@@ -36,9 +37,13 @@ $(TORCHSPEC): FORCE
 	@mkdir -p $(VENV)
 	@echo '$(TORCH)' | cmp -s - $@ || echo '$(TORCH)' > $@
 
+# A changed TORCH on an installed .venv uninstalls torch first: pip would take torch==2.13.0 as
+# satisfied by the 2.13.0+cpu build already there (and a CUDA build needs its own dependencies).
+# The run cache in outputs/runs stays.
 $(STAMP): pyproject.toml $(TORCHSPEC)
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
+	$(if $(and $(wildcard $(STAMP)),$(filter $(TORCHSPEC),$?)),$(VPY) -m pip uninstall -q -y torch)
 	$(VPY) -m pip install -q $(TORCH)
 	$(VPY) -m pip install -q -e .
 	touch $@

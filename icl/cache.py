@@ -5,7 +5,8 @@ The key is a hash of
 - the bytes of the source files that determine a result (`SOURCE_FILES`: train.py and every icl
   module it imports, directly or not: config, tasks, models, decomposition, ...), hashed once
   when this module is imported, so any change to the training code, even one byte, recomputes,
-- the torch version and the device type (CPU and GPU numbers differ in the last digits).
+- the torch version and the device type the run trains on (CPU and GPU numbers differ in the last
+  digits): `auto` resolved, so that `auto` on a CPU machine and `cpu` share their entries.
 
 An entry is used only if it parses, carries its own key, passes its checksum, holds exactly the
 requested config and has result fields of the expected types (`RESULT_FIELDS`: e.g. a finite
@@ -80,6 +81,12 @@ def source_hash(package: Path = PACKAGE, roots=SOURCE_ROOTS) -> str:
 SOURCE_HASH = source_hash()  # once, at import: the code this process trains with
 
 
+def same_config(stored: dict, cfg: RunConfig) -> bool:
+    """Whether a stored config is cfg's, its device aside: the key holds the device type the run
+    trained on (run_key), so a run asked for as `auto` and stored as `cpu`, or back, is the same."""
+    return isinstance(stored, dict) and {**stored, "device": None} == {**cfg.to_dict(), "device": None}
+
+
 def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
@@ -92,8 +99,9 @@ def run_key(cfg: RunConfig) -> str:
     from .native import in_use
 
     device = resolve_device(cfg.device)
-    key = {"config": cfg.to_dict(), "version": __version__, "source": SOURCE_HASH, "torch": torch.__version__,
-           "device": device.type}
+    # The config with its device as resolved: `auto` on a CPU machine is the same run as `cpu`.
+    key = {"config": {**cfg.to_dict(), "device": device.type}, "version": __version__, "source": SOURCE_HASH,
+           "torch": torch.__version__, "device": device.type}
     kernels = in_use(cfg, device)
     if kernels:  # the C kernels (and their builds) and the torch path agree to float rounding, not bit for bit
         key["kernels"] = kernels
@@ -163,7 +171,7 @@ def result_problem(result, cfg: RunConfig) -> str | None:
     for name, (ok, what) in OPTIONAL_FIELDS.items():
         if name in result and not ok(result[name]):
             return f"its {name!r} is not {what}"
-    if result["config"] != cfg.to_dict():
+    if not same_config(result["config"], cfg):
         return "its result is for another config"
     return None
 
@@ -214,7 +222,7 @@ class RunCache:
                 problem = "it is stored under another key"
             elif entry["checksum"] != _digest(entry["result"]):
                 problem = "its checksum does not match its result"
-            elif entry.get("config") != cfg.to_dict():
+            elif not same_config(entry.get("config"), cfg):
                 problem = "it was stored for another config"
             else:
                 problem = result_problem(entry["result"], cfg)

@@ -231,6 +231,9 @@ class SharedStream(Cascade):
         D = cfg.dim + 1
         self.value = nn.Parameter(torch.eye(D).repeat(self.n_models, 1, 1))  # (M, D, D), copy init
         self.readout = nn.Parameter(nn.functional.one_hot(torch.tensor(D - 1), D).float().repeat(self.n_models, 1))
+        # Each layer's model depth (T,) in by_layer order: a buffer, so a step copies nothing to a GPU.
+        self.register_buffer("layer_depth", torch.tensor(self.depths, dtype=torch.float32)[self.layer_model[self.by_layer]],
+                             persistent=False)
         self.workspace = Workspace()
 
     def forward(self, batch: Batch, attention: bool = False) -> Output:
@@ -254,8 +257,7 @@ class SharedStream(Cascade):
             z = z + dz
         zq = torch.cat([z[:, :, P]] + finished[::-1])  # (M, B, D)
         pred = (zq * self.readout[:, None]).sum(-1).T  # (B, M)
-        depth = torch.tensor(self.depths, dtype=z.dtype, device=z.device)[self.layer_model[self.by_layer]]
-        g = (base[:, self.layer_model[self.by_layer]] + depth * torch.cat(contrib).squeeze(-1).T)[:, self.from_by_layer]
+        g = (base[:, self.layer_model[self.by_layer]] + self.layer_depth * torch.cat(contrib).squeeze(-1).T)[:, self.from_by_layer]
         qa = torch.cat(att_q).transpose(0, 1)[:, self.from_by_layer] if attention else None
         return Output(pred, g, qa)
 
@@ -267,9 +269,8 @@ class SharedStream(Cascade):
                                      torch.is_grad_enabled())  # (T, B, D), (M, B, D)
         owner = self.layer_model[self.by_layer]
         contrib = (dzq * self.readout[owner, None]).sum(-1).T  # (B, T) r . Delta_l
-        depth = torch.tensor(self.depths, dtype=z.dtype, device=z.device)[owner]
         pred = (zq * self.readout[:, None]).sum(-1).T  # (B, M)
-        return Output(pred, (base[:, owner] + depth * contrib)[:, self.from_by_layer])
+        return Output(pred, (base[:, owner] + self.layer_depth * contrib)[:, self.from_by_layer])
 
     @staticmethod
     def layer(z, qk, V, step, P):

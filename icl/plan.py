@@ -123,10 +123,16 @@ def notebook_plan(runs: list[RunConfig], device: str) -> dict:
         return {"runs": 0, "groups": 0, "steps": 0, "flops": 0.0, "memory": 0, "limit": None, "seconds": 0.0}
     todo = groups(runs)
     memory = max(estimate_bytes(g[0], [c.depth for c in g]) for g in todo)
-    limit, what = memory_limit(device)
+    if device == "cuda":  # planned on paper for an H100-class GPU, not timed here
+        from . import gpu_plan
+
+        (limit, what), paper = gpu_plan.memory_limit(), gpu_plan.estimate(todo)
+    else:
+        (limit, what), paper = memory_limit(device), None
     return {"runs": len(runs), "groups": len(todo), "steps": sum(g[0].steps for g in todo),
             "flops": sum(g[0].steps * step_flops(g[0], [c.depth for c in g]) for g in todo),
-            "memory": memory, "limit": limit, "limit_what": what, "seconds": estimate(todo)["seconds"]}
+            "memory": memory, "limit": limit, "limit_what": what,
+            "seconds": paper["seconds"] if paper else estimate(todo)["seconds"], "gpu_parts": paper}
 
 
 def plan(root: Path, profile: str, names: list[str], device: str, overrides: dict | None = None, log=print) -> dict:
@@ -135,7 +141,8 @@ def plan(root: Path, profile: str, names: list[str], device: str, overrides: dic
     from .train import resolve_device
     from .workload import duration, size
 
-    kind = resolve_device(device).type
+    kind = "cuda" if device == "cuda" else resolve_device(device).type  # cuda: on paper, with or without a GPU here
+    where = "one H100-class GPU (planned on paper, not measured)" if kind == "cuda" else f"this {kind}"
     out = {}
     for name in names:
         params = notebook_parameters(root, profile, name, device, overrides)
@@ -148,11 +155,21 @@ def plan(root: Path, profile: str, names: list[str], device: str, overrides: dic
             continue
         log(f"{name}: {p['runs']} runs in {p['groups']} groups, {p['steps']:,} steps, {p['flops']:.3g} FLOP, "
             f"largest group {size(p['memory'])}" + (f" of {size(p['limit'])}" if p["limit"] else "")
-            + f", about {duration(p['seconds'])} on this {kind}")
+            + f", about {duration(p['seconds'])} on {where}" + (gpu_parts(p["gpu_parts"]) if p["gpu_parts"] else ""))
     total = sum(p["seconds"] for p in out.values())
-    log(f"total: about {duration(total)} of training on this {kind} (one notebook at a time; the evaluation and "
-        "the bounds come on top)")
+    parts = [p["gpu_parts"] for p in out.values() if p.get("gpu_parts")]
+    summed = gpu_parts({k: sum(q[k] for q in parts) for k in parts[0]}) if parts else ""
+    log(f"total: about {duration(total)} of training on {where}{summed} (one notebook at a time; "
+        + ("the evaluation's forward passes included" if parts else "the evaluation and the bounds come on top") + ")")
     return out
+
+
+def gpu_parts(parts: dict) -> str:
+    """' (launches 1.2 h, looped QR 17 h, ...)': where a GPU plan's time goes (icl.gpu_plan)."""
+    from .workload import duration
+
+    names = {"launches": "kernel launches", "qr": "looped QR", "arithmetic": "arithmetic", "evaluation": "evaluation"}
+    return " (" + ", ".join(f"{names[k]} {duration(v)}" for k, v in parts.items() if k in names and v > 0) + ")"
 
 
 def run_plan(root: Path, profile: str, names: list[str], device: str, overrides: dict) -> int:

@@ -352,7 +352,8 @@ def run(args) -> int:
     if bad:
         raise ConfigError(f"only: unknown notebook {excerpt(bad[0])}; allowed: {', '.join(NOTEBOOKS)}")
     names = [n for n in NOTEBOOKS if n in names]  # the order notebooks (and their needs) run in
-    check_device({"device": args.device})  # first: a missing GPU is the most common stop
+    if not (args.plan and args.device == "cuda"):  # a GPU's plan is worked out on paper, GPU or none
+        check_device({"device": args.device})  # first: a missing GPU is the most common stop
     overrides = {}
     for key, value in args.parameter:  # a YAML value, its aliases bounded (a short one can expand to gigabytes)
         overrides[key] = load_yaml(value, f"-p {key if len(key) <= EXCERPT else excerpt(key)}")

@@ -82,7 +82,7 @@ def coverage_error(bases: torch.Tensor) -> float:
     """||sum_l P_l - (L k / d) I||_F relative to ||(L k / d) I||_F."""
     n, d, k = bases.shape
     total = projectors(bases.double()).sum(0)
-    even = torch.eye(d, dtype=torch.float64) * (n * k / d)
+    even = torch.eye(d, dtype=torch.float64, device=bases.device) * (n * k / d)  # where the bases are (a GPU)
     return float((total - even).norm() / even.norm())
 
 

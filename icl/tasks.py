@@ -49,18 +49,21 @@ def gaussian(*shape: int, gen: torch.Generator, out: torch.Tensor | None = None)
     under avx2 and avx512 (and its float64 draws cost 4x more), so the numbers come from numpy's
     ziggurat (PCG64), which has one code path everywhere, seeded by one integer drawn from `gen`
     (so `gen` still carries the stream). Into `out` where given; on gen's device. On the CPU the
-    same bits come from icl/kernels/normal.c, 3x faster (it was a third of a training step)."""
+    same bits come from icl/kernels/normal.c, 3x faster (it was a third of a training step).
+    On any other device (a GPU) torch draws there: reading the seed back and copying numpy's draws
+    over would wait for the device twice per call. Those bits are the device's own (the cache
+    key holds the device type); they need not match the CPU's."""
     from . import native
 
+    if gen.device.type != "cpu":
+        return torch.randn(shape, generator=gen, device=gen.device) if out is None else torch.randn(shape, generator=gen, out=out)
     seed = int(torch.randint(0, 2**62, (1,), generator=gen, device=gen.device))
-    if gen.device.type == "cpu" and native.usable("normal", 16):
+    if native.usable("normal", 16):
         direct = out is not None and out.shape == shape and native.usable("normal", 16, out) and out.is_contiguous()
         z = native.normal(seed, out if direct else torch.empty(shape, dtype=torch.float32))
         return z if out is None or direct else out.copy_(z)
     z = torch.from_numpy(np.random.Generator(np.random.PCG64(seed)).standard_normal(shape, dtype=np.float32))
-    if out is None:
-        return z.to(gen.device)
-    return out.copy_(z)
+    return z if out is None else out.copy_(z)
 
 
 def power_spectrum(dim: int, exponent: float, device=None) -> torch.Tensor:

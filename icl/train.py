@@ -6,7 +6,9 @@ small Adam written for per-model rates (Adam is elementwise, so this equals sepa
 """
 from __future__ import annotations
 
+import functools
 import math
+import platform
 import time
 
 import numpy as np
@@ -46,6 +48,29 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device: 'cuda' was asked for but no CUDA device is available; use cpu or auto")
     return torch.device(name)
+
+
+@functools.cache
+def device_name(device: torch.device) -> str:
+    """What a run trained on, for its record: the GPU's name, or the CPU's model name."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    if device.type == "cpu":
+        try:
+            for line in open("/proc/cpuinfo"):
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+        return platform.processor() or platform.machine()
+    return device.type
+
+
+def device_record(device: torch.device) -> dict:
+    """The device fields of a stored result: its type (also in the cache key), its name, and
+    torch's float32 matmul precision (on a GPU, "high" lets matmuls run in TF32)."""
+    return {"device": device.type, "device_name": device_name(device),
+            "matmul_precision": torch.get_float32_matmul_precision()}
 
 
 def group_key(cfg: RunConfig) -> tuple:
@@ -217,7 +242,8 @@ def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
     record()
     wall = time.perf_counter() - start
     if not np.isfinite(curve[-1]).all():
-        bad = own_nonfinite(stack, predict(stack, evalset)[1], torch.as_tensor(curve[-1])).nonzero().flatten().tolist()
+        final = torch.as_tensor(curve[-1], device=device)  # beside the layers' predictors, on the device
+        bad = own_nonfinite(stack, predict(stack, evalset)[1], final).nonzero().flatten().tolist()
         raise DivergenceError("training diverged: the final evaluation loss is NaN or inf for "
                               + "; ".join(describe(cfgs[order[m]]) for m in bad), [order[m] for m in bad])
     return group_results(cfgs, order, device, checkpoints, curve, modes, focus, omega, summarise(stack, evalset, valset), wall)
@@ -263,7 +289,7 @@ def diverged_record(cfg: RunConfig, step: int | None) -> dict:
     """What the run cache keeps of a run that diverged, so that a rerun neither trains it again
     (unless asked) nor its group's other runs (cache.DIVERGED_FIELDS)."""
     where = f"at step {step}" if step is not None else "in the final evaluation"
-    return {"config": cfg.to_dict(), "version": __version__, "device": resolve_device(cfg.device).type,
+    return {"config": cfg.to_dict(), "version": __version__, **device_record(resolve_device(cfg.device)),
             "diverged": True, "diverged_step": step,
             "error": f"training diverged (loss is NaN or inf) {where} for {describe(cfg)}"}
 
@@ -283,7 +309,7 @@ def group_results(cfgs: list[RunConfig], order: list[int], device: torch.device,
         r = {
             "config": cfgs[i].to_dict(),
             "version": __version__,
-            "device": device.type,
+            **device_record(device),
             "initial_loss": float(curve[0][m]),
             "final_loss": float(final["final"][m]),  # on the whole evaluation set (the curve: its first part)
             "validation_loss": float(final["validation"][m]),
