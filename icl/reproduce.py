@@ -26,7 +26,8 @@ from pathlib import Path
 from . import paths, processes
 from .processes import cores
 from .report import record_times
-from .staging import check_destinations, destinations, profile_root, publish, staging_folder, staging_paths
+from .staging import (check_destinations, destinations, profile_root, publish, readable_timings, report_folder,
+                      staging_folder, staging_paths)
 from .config import ConfigError
 from .plan import SMOKE
 from .sweep import read_yaml
@@ -119,11 +120,10 @@ def execute(root: Path, name: str, params: dict, out: Path, progress: bool = Fal
     from traitlets.config import Config
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    config = Config({"KernelManager": {"connection_file": str(connection)}}) if connection else None
     start = time.perf_counter()
     papermill.execute_notebook(str(root / "notebooks" / f"{name}.ipynb"), str(out), parameters=params,
                                kernel_name="python3", cwd=str(root / "notebooks"), progress_bar=progress,
-                               **({"config": config} if config else {}))
+                               config=Config({"KernelManager": {"connection_file": str(connection)}} if connection else {}))
     seconds = time.perf_counter() - start
     relative_paths(out, root)
     return seconds
@@ -363,13 +363,10 @@ def run(args) -> int:
     except KeyboardInterrupt:
         say("icl: interrupted; the outputs of unfinished notebooks were left as they were")
         return 130
-    base = root / where
-    seconds = time.perf_counter() - start
-    if "output_dir" in overrides and (root / overrides["output_dir"]).resolve().parent != base.resolve():
-        # a report covers the notebooks in its folder: this one is elsewhere (--outputs DIR gives a run its own)
+    base, seconds = report_folder(root, where, overrides), time.perf_counter() - start
+    if base is None:
         say(f"total {seconds:.0f} s with --jobs {args.jobs}; no report: -p output_dir put the notebook outside {where}")
     else:
-        base.mkdir(parents=True, exist_ok=True)
         readable_timings(base / "timings.json", say)
         record_times(base, times, seconds, args.jobs)
         report = write_report(root, args.profile, base)
@@ -381,24 +378,6 @@ def run(args) -> int:
     if not failed:
         return 0
     return 2 if all(t.get("ename") in ("ConfigError", None) for t in failed.values()) else 1
-
-
-def readable_timings(path: Path, say) -> None:
-    """timings.json is bookkeeping, committed with the quick outputs: a merge conflict or a
-    truncated write in it must not cost a finished run its report. One that cannot be read is
-    named in one line and rebuilt from this run (notebooks not run this time lose their last time)."""
-    if not path.is_file():
-        return
-    try:
-        times = json.loads(path.read_text())
-        ok = isinstance(times, dict) and all(isinstance(t, dict) and isinstance(t.get("seconds"), (int, float))
-                                             for t in times.values())
-    except ValueError as err:  # not JSON, or not UTF-8
-        ok, times = False, str(err).splitlines()[0][:80]
-    if not ok:
-        why = times if isinstance(times, str) else "not a mapping of notebooks to their times"
-        say(f"icl: {os.path.relpath(path)} could not be read ({why}); rebuilt from this run")
-        path.unlink()
 
 
 def parallel_speedup(jobs: int = 2, profile: str = "ci") -> dict:

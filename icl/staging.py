@@ -5,6 +5,7 @@ the run completes, so a killed or failed run leaves the previous outputs whole. 
 made (icl.paths) are ever replaced or removed, and every destination is checked before any work."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -94,3 +95,31 @@ def destinations(root: Path, profile: str, names: list[str], smoke: bool = False
         paths.make_own(paths.check_output_dir(root, outputs, "--outputs", paths.RUN_ROOT, profile), paths.RUN_ROOT, profile)
         return {n: {"output_dir": f"{outputs}/{n}", "results_root": outputs} for n in names}, outputs
     return None, profile_root(profile)
+
+
+def report_folder(root: Path, where: str, overrides: dict) -> Path | None:
+    """The folder of the run's report (made if new), or None where `-p output_dir` put the notebook
+    outside it: a report covers the notebooks in its folder (--outputs DIR gives a run its own)."""
+    base = root / where
+    if "output_dir" in overrides and (root / overrides["output_dir"]).resolve().parent != base.resolve():
+        return None
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+def readable_timings(path: Path, say) -> None:
+    """timings.json is bookkeeping, committed with the quick outputs: a merge conflict or a
+    truncated write in it must not cost a finished run its report. One that cannot be read is
+    named in one line and rebuilt from this run (notebooks not run this time lose their last time)."""
+    if not path.is_file():
+        return
+    try:
+        times = json.loads(path.read_text())
+        ok = isinstance(times, dict) and all(isinstance(t, dict) and isinstance(t.get("seconds"), (int, float))
+                                             for t in times.values())
+    except ValueError as err:  # not JSON, or not UTF-8
+        ok, times = False, str(err).splitlines()[0][:80]
+    if not ok:
+        why = times if isinstance(times, str) else "not a mapping of notebooks to their times"
+        say(f"icl: {os.path.relpath(path)} could not be read ({why}); rebuilt from this run")
+        path.unlink()
