@@ -167,3 +167,12 @@ def test_the_issues_case_end_to_end(clone, capsys, monkeypatch):
                             "-p", "output_dir", "outputs/v"])
     assert len(err.splitlines()) == 1 and "run root" in err, err
     assert files(run) == before and not (clone / "outputs" / "ci" / "REPORT.md").exists()
+
+
+def test_a_garbled_process_registry_is_rebuilt_when_the_lock_is_taken(tmp_path):
+    """Bytes that are not text in `.staging/.processes` raised UnicodeDecodeError at every later run."""
+    staging_dir = tmp_path / "outputs" / "ci" / ".staging"
+    staging_dir.mkdir(parents=True)
+    (staging_dir / ".processes").write_bytes(b"\xff\xfe<<<<<<< HEAD\n12 34 worker\n")
+    rep.hold_lock(tmp_path, "ci").close()
+    assert (staging_dir / ".processes").read_text() == ""
