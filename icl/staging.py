@@ -26,7 +26,8 @@ def staging_folder(parent: Path) -> Path:
     the lock, the logs and the kernels' connection files to wherever it points."""
     folder = parent / ".staging"
     if folder.is_symlink():
-        raise ConfigError(f"{folder} is a symbolic link; icl stages, logs and locks only in a real folder there: remove the link")
+        raise ConfigError(f"{folder} is a symbolic link; icl stages, logs and locks only in a real folder there: "
+                          "remove the link")
     return folder
 
 

@@ -75,6 +75,7 @@ def test_custom_runs_leave_the_committed_outputs_alone(repo):
     cell.source = head + "\n" + "".join(f"{k} = {v!r}\n" for k, v in ci.items()) + last
     from nbclient import NotebookClient
 
-    NotebookClient(nb, kernel_name="python3", timeout=600, resources={"metadata": {"path": str(repo / "notebooks")}}).execute()
+    where = {"metadata": {"path": str(repo / "notebooks")}}  # Lab runs a notebook in its folder
+    NotebookClient(nb, kernel_name="python3", timeout=600, resources=where).execute()
     assert clean(repo) == "", clean(repo)
     assert (repo / "outputs" / "scratch" / NAME / "results.json").is_file()

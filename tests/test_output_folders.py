@@ -158,7 +158,8 @@ def test_the_issues_case_end_to_end(clone, capsys, monkeypatch):
     """A real ci run --outputs outputs/v, then the same with `-p output_dir outputs/v`: all of
     outputs/v (23 files) was replaced by one notebook's, exit 0."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert main(["reproduce", "--profile", "ci", "--only", "02_easy_nonlinear", "--jobs", "1", "--outputs", "outputs/v"]) == 0
+    assert main(["reproduce", "--profile", "ci", "--only", "02_easy_nonlinear", "--jobs", "1",
+                 "--outputs", "outputs/v"]) == 0
     capsys.readouterr()
     run = clone / "outputs" / "v"
     before = files(run)
