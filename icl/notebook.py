@@ -129,12 +129,15 @@ def parameters(ns: dict, make_outputs: bool = True) -> Settings:
 
         torch.set_num_threads(int(values["threads"]))
     root = repo_root()
-    out = paths.check_output_dir(root, values["output_dir"])  # before anything is written
+    # The default output folder (a scratch folder) is named after the notebook: it takes only that
+    # notebook's outputs, at any profile, since a run here writes into it in place.
+    name = Path(_DECLARED["output_dir"]).name
+    out = paths.check_output_dir(root, values["output_dir"], notebook=name)  # before anything is written
     cache = RunCache(root / values["cache_dir"]) if values.get("cache_dir") else None
     settings = Settings(values, root, out, cache)
     settings.config()  # every run setting is checked here, before anything trains
     if make_outputs:
-        paths.make_own(out)
+        paths.make_own(out, name, values.get("profile", ""))
     return settings
 
 

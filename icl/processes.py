@@ -67,7 +67,7 @@ def register(registry: Path, role: str) -> None:
 def survivors(registry: Path) -> list[int]:
     """The registered processes still running (the same processes: same pid and start time)."""
     try:
-        lines = registry.read_text().splitlines()
+        lines = registry.read_text(errors="replace").splitlines()  # a line that names no process is skipped
     except FileNotFoundError:
         return []
     alive = []

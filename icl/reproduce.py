@@ -26,7 +26,8 @@ from pathlib import Path
 from . import paths, processes
 from .processes import cores
 from .report import record_times
-from .staging import check_destinations, destinations, profile_root, publish, staging_paths
+from .staging import (check_destinations, destinations, profile_root, publish, readable_timings, report_folder,
+                      staging_folder, staging_paths)
 from .config import EXCERPT, ConfigError, excerpt
 from .plan import SMOKE
 from .sweep import load_yaml, read_yaml
@@ -97,8 +98,10 @@ NOT_LITERAL = object()
 def notebook_parameters(root: Path, profile: str, name: str, device: str | None, overrides: dict | None = None,
                         threads: int | None = None) -> dict:
     """The profile's parameters of one notebook, with the device, thread count and any
-    command-line overrides that the notebook declares."""
-    params = read_yaml(root / "params" / profile / f"{name}.yaml")
+    command-line overrides that the notebook declares. Its outputs go to the profile's folder
+    (outputs/ for quick, outputs/<profile>/ otherwise); the notebook's own default, for a run
+    outside `icl reproduce`, is a scratch folder."""
+    params = {"output_dir": f"{profile_root(profile)}/{name}", **read_yaml(root / "params" / profile / f"{name}.yaml")}
     declared = declared_parameters(root, name)
     if device and "device" in declared:  # notebooks that train nothing take no device
         params["device"] = device
@@ -129,13 +132,18 @@ def check_device(params: dict) -> None:
     resolve_device(params.get("device", "auto"))  # ConfigError: cuda asked for, none available
 
 
-def execute(root: Path, name: str, params: dict, out: Path, progress: bool = False) -> float:
+def execute(root: Path, name: str, params: dict, out: Path, progress: bool = False,
+            connection: Path | None = None) -> float:
+    """papermill; the kernel's connection file (which holds its key) at `connection`, not in /tmp,
+    where a killed run would leave it."""
     import papermill
+    from traitlets.config import Config
 
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     papermill.execute_notebook(str(root / "notebooks" / f"{name}.ipynb"), str(out), parameters=params,
-                               kernel_name="python3", cwd=str(root / "notebooks"), progress_bar=progress)
+                               kernel_name="python3", cwd=str(root / "notebooks"), progress_bar=progress,
+                               config=Config({"KernelManager": {"connection_file": str(connection)}} if connection else {}))
     seconds = time.perf_counter() - start
     relative_paths(out, root)
     return seconds
@@ -179,8 +187,8 @@ def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
     root = Path(root)
     where = staging_paths(root, params, name)
     paths.remove_own(where["stage"])  # what a killed run left (run_all checked that icl made it)
-    paths.make_own(where["stage"])
-    for key in ("log", "stored"):
+    paths.make_own(where["stage"], name, params.get("profile", ""))
+    for key in ("log", "stored", "connection"):
         where[key].unlink(missing_ok=True)
     staged = {**params, "output_dir": os.path.relpath(where["stage"], root)}
     out = where["stage"] / f"{name}.ipynb"
@@ -189,7 +197,7 @@ def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
     kernel_log = where["log"].with_suffix(".kernel.log")
     try:
         with kernel_environment({**env, "ICL_CACHE_STORE_LOG": str(where["stored"])}, kernel_log):
-            execute(root, name, staged, out, progress=False)
+            execute(root, name, staged, out, progress=False, connection=where["connection"])
     except PapermillExecutionError as err:
         cause = (err.evalue or "").strip().splitlines()
         result = {"status": "failed", "ename": err.ename,
@@ -243,7 +251,7 @@ def write_log(path: Path, text: str) -> None:
 
 def hold_lock(root: Path, profile: str):
     """The profile's lock (processes.hold_lock): held until the returned file is closed."""
-    return processes.hold_lock(root / profile_root(profile) / ".staging", f"icl reproduce --profile {profile}")
+    return processes.hold_lock(staging_folder(root / profile_root(profile)), f"icl reproduce --profile {profile}")
 
 
 def cost_order(root: Path, names: list[str], params: dict[str, dict], profile: str) -> list[str]:
@@ -371,13 +379,15 @@ def run(args) -> int:
     except KeyboardInterrupt:
         say("icl: interrupted; the outputs of unfinished notebooks were left as they were")
         return 130
-    base = root / where
-    base.mkdir(parents=True, exist_ok=True)
-    seconds = time.perf_counter() - start
-    record_times(base, times, seconds, args.jobs)
-    report = write_report(root, args.profile, base)
+    base, seconds = report_folder(root, where, overrides), time.perf_counter() - start
+    if base is None:
+        say(f"total {seconds:.0f} s with --jobs {args.jobs}; no report: -p output_dir put the notebook outside {where}")
+    else:
+        readable_timings(base / "timings.json", say)
+        record_times(base, times, seconds, args.jobs)
+        report = write_report(root, args.profile, base)
+        say(f"total {seconds:.0f} s with --jobs {args.jobs}; report: {report.relative_to(root)}")
     failed = {n: t for n, t in times.items() if t["status"] != "ok"}
-    say(f"total {seconds:.0f} s with --jobs {args.jobs}; report: {report.relative_to(root)}")
     for n, t in failed.items():
         where = f"; full log: {t['log']}" if t.get("log") else ""
         say(f"icl: error: {n}: {t['error']}{where}")

@@ -58,8 +58,8 @@ plots.style()
 
 # %% tags=["parameters"]
 profile = "quick"  # which params/<profile>/ file these values came from (informational)
-results_root = "outputs"  # where notebooks 01-04 wrote their outputs at this profile
-output_dir = "outputs/05_fitting_appendix"
+results_root = "outputs"  # read 01, 03, 04 from here: the committed ones; icl reproduce: its run's folder
+output_dir = "outputs/scratch/05_fitting_appendix"  # a run by hand (git-ignored); icl reproduce: outputs/<profile>/
 threads = 0
 bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); `--smoke` draws fewer (icl.plan.SMOKE)
 fit_workers = 0  # processes that share the bootstrap fits (0: every core this process may use)
@@ -68,6 +68,8 @@ nb.end_of_parameters(globals())
 # %%
 s = nb.parameters(globals())
 root = s.root / s["results_root"]
+print(f"reading the outputs of notebooks 01, 03 and 04 in {s['results_root']}/"
+      + (" (the committed ones)" if s["results_root"] == "outputs" else ""))
 losses = {name: tables.read_losses(root, name) for name in ("01_easy_linear", "03_difficult", "04_generalized")}
 results = {name: json.loads((root / name / "results.json").read_text())
            for name in losses if (root / name / "results.json").exists()}

@@ -59,7 +59,7 @@ plots.style()
 
 # %% tags=["parameters"]
 profile = "quick"  # which params/<profile>/ file these values came from (informational)
-output_dir = "outputs/06_regimes"  # figures, tables, results.json (relative to the repo root)
+output_dir = "outputs/scratch/06_regimes"  # a run by hand (git-ignored); icl reproduce: outputs/<profile>/
 cache_dir = "outputs/runs"  # run cache; None trains afresh into a temporary folder
 device = "auto"
 threads = 0  # torch CPU threads; 0 keeps torch's default

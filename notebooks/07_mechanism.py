@@ -63,8 +63,8 @@ plots.style()
 
 # %% tags=["parameters"]
 profile = "quick"  # which params/<profile>/ file these values came from (informational)
-results_root = "outputs"  # where notebooks 03 and 06 wrote their outputs at this profile
-output_dir = "outputs/07_mechanism"
+results_root = "outputs"  # read 03 and 06 from here: the committed ones; icl reproduce: its run's folder
+output_dir = "outputs/scratch/07_mechanism"  # a run by hand (git-ignored); icl reproduce: outputs/<profile>/
 cache_dir = "outputs/runs"  # run cache; None trains afresh into a temporary folder
 device = "auto"
 threads = 0  # torch CPU threads; 0 keeps torch's default
@@ -78,6 +78,8 @@ nb.end_of_parameters(globals())
 # %%
 s = nb.parameters(globals())
 root = s.root / s["results_root"]
+print(f"reading the outputs of notebooks 03 and 06 in {s['results_root']}/"
+      + (" (the committed ones)" if s["results_root"] == "outputs" else ""))
 read = {name: (tables.read_losses(root, name), root / name / "results.json") for name in ("03_difficult", "06_regimes")}
 missing = [name for name, (df, res) in read.items() if df is None or not res.exists()]
 if missing:
