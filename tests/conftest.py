@@ -11,6 +11,12 @@ from icl.config import RunConfig
 from icl.models import build
 from icl.tasks import make_generator, sample_batch
 
+import simdevice
+
+# The autograd engine sizes its per-device queues once, at the first backward pass of the process:
+# the simulated device (test_gpu_path) must be registered before any test trains on the CPU.
+simdevice.register()
+
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("linear", "softmax", "shared_stream", "untied_values", "context_updates")
 ENSEMBLES = ("softmax", "shared_stream", "untied_values", "context_updates")  # models with layer_preds
