@@ -87,6 +87,20 @@ def training_seconds(todo: list[list[RunConfig]]) -> float:
     return sum((g[0].steps + evaluation_steps(g[0])) * group_cost(g) * seconds_per_float(g[0]) for g in todo)
 
 
+def check_work(root: Path, profile: str, names: list[str], params: dict[str, dict], yes: bool) -> dict[str, float]:
+    """Each notebook's estimated seconds of what is left to train (`training_seconds`); ConfigError
+    above workload.DAY in all, the bound of `icl train` and `icl sweep`, unless `yes`."""
+    from .workload import DAY, duration
+
+    cost = {n: training_seconds(remaining(root, notebook_runs(root, profile, n, params[n]), params[n])) for n in names}
+    if sum(cost.values()) > DAY and not yes:
+        worst = max(cost, key=cost.get)
+        raise ConfigError(f"work: about {duration(sum(cost.values()))} of training on this machine ({worst}: "
+                          f"{duration(cost[worst])}), more than a day; pass --yes to run it anyway, or lower steps, "
+                          "seeds or depths (--plan shows each notebook's share)")
+    return cost
+
+
 def critical_first(names: list[str], cost: dict[str, float], needs: dict[str, tuple]) -> list[str]:
     """The notebooks in the order to start them with several at once: by the longest chain of work
     that waits on each (its own cost plus the longest chain of the notebooks that need it)."""
