@@ -88,21 +88,42 @@ def test_estimate_holds_for_groups_of_thousands_of_models(model, models):
     assert 0.5 < estimate / measured < 2.0
 
 
-def test_a_group_of_the_million_run_sweep_is_refused_in_one_line_before_anything_is_built(tmp_path, monkeypatch, capsys):
-    """100 depths x 100 seeds x 100 learning rates: 100 groups (one per seed) of 10^4 models whose
-    layer-averaging matrix alone is 18.8 GiB (estimated 3.6 GiB, as in the issue, without it), refused on a machine of 16 GiB before a model is
-    built. One seed here: the same group, without reading 10^6 cache entries (minutes)."""
+def million_run_sweep(tmp_path: Path, steps: int = 2000) -> Path:
+    """100 depths x 100 seeds x 100 learning rates: 100 groups (one per seed) of 10^4 models. One
+    seed here: the same group, without reading 10^6 cache entries (minutes)."""
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"model: softmax\ndim: 8\ncontext_length: 16\nbatch_size: 16\neval_contexts: 32\nsteps: {steps}\n"
+                    "device: cpu\n"
+                    f"depths: {list(range(1, 101))}\nseeds: [0]\nlearning_rates: {[round(1e-4 * (1 + i), 6) for i in range(100)]}\n")
+    return path
+
+
+def sweep_on_a_machine_of(gib: int, tmp_path, monkeypatch, capsys, most_models: int, steps: int = 2000) -> list[str]:
+    """`icl sweep` of million_run_sweep where memory_limit is `gib`, failing the test if a group of
+    more than `most_models` models is built; its standard error."""
     import icl.models
     from icl import memory
     from icl.cli import main
 
-    (tmp_path / "sweep.yaml").write_text("model: softmax\ndim: 8\ncontext_length: 16\nbatch_size: 16\n"
-                                         "eval_contexts: 32\ndevice: cpu\ndepths: " + str(list(range(1, 101))) +
-                                         "\nseeds: [0]\nlearning_rates: " +
-                                         str([round(1e-4 * (1 + i), 6) for i in range(100)]) + "\n")
-    monkeypatch.setattr(memory, "memory_limit", lambda device: (16 * GIB, "the machine's RAM"))
-    monkeypatch.setattr(icl.models, "build", lambda *a: pytest.fail("a group was built"))
+    build = icl.models.build
+    monkeypatch.setattr(memory, "memory_limit", lambda device: (gib * GIB, "the machine's RAM"))
+    monkeypatch.setattr(icl.models, "build", lambda cfg, depths: pytest.fail(f"{len(depths)} models built")
+                        if len(depths) > most_models else build(cfg, depths))
     monkeypatch.chdir(tmp_path)
-    assert main(["sweep", str(tmp_path / "sweep.yaml"), "--cache", str(tmp_path / "runs")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    assert main(["sweep", str(million_run_sweep(tmp_path, steps)), "--cache", str(tmp_path / "runs")]) == 2
+    return capsys.readouterr().err.strip().splitlines()
+
+
+def test_a_group_of_the_million_run_sweep_is_refused_in_one_line_before_anything_is_built(tmp_path, monkeypatch, capsys):
+    """Its groups' layer-averaging matrix alone is 18.8 GiB (estimated 3.6 GiB, as in the issue,
+    without it): refused on a machine of 16 GiB before a model is built."""
+    err = sweep_on_a_machine_of(16, tmp_path, monkeypatch, capsys, most_models=0)
     assert len(err) == 1 and err[0].startswith("icl: error: memory: ") and "GiB" in err[0], err
+
+
+def test_where_it_fits_it_is_priced_on_a_part_of_a_group_and_refused_for_its_time(tmp_path, monkeypatch, capsys):
+    """On a machine of 64 GiB the estimate of its time built and timed a whole group (10^4 models,
+    22 GiB); now its first models (workload.TIMED_FLOATS), and the sweep is refused in one line.
+    Its one group at 100x the steps stands for the 100 groups (hours each here)."""
+    err = sweep_on_a_machine_of(64, tmp_path, monkeypatch, capsys, most_models=2000, steps=200_000)
+    assert len(err) == 1 and err[0].startswith("icl: error: work: ") and "--yes" in err[0], err
