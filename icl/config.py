@@ -11,6 +11,8 @@ import reprlib
 from dataclasses import dataclass, fields
 from typing import Any
 
+from .suggest import did_you_mean
+
 MODELS = ("linear", "softmax", "shared_stream", "untied_values", "context_updates")
 TASKS = ("easy", "difficult")
 DEVICES = ("auto", "cpu", "cuda")
@@ -117,7 +119,8 @@ class RunConfig:
     def from_dict(cls, values: dict, source: str = "parameters") -> "RunConfig":
         unknown = sorted(set(values) - set(field_names()))
         if unknown:
-            raise ConfigError(f"{source}: unknown key {excerpt(unknown[0])}; allowed keys: {', '.join(field_names())}")
+            raise ConfigError(f"{source}: unknown key {excerpt(unknown[0])}; allowed keys: {', '.join(field_names())}"
+                              + did_you_mean(unknown[0], field_names()))
         return cls(**{k: coerce(k, v) for k, v in values.items()})
 
 

@@ -2,7 +2,8 @@
 run that cannot fit is refused in one line instead of failing (or swapping) minutes later.
 
 The estimate counts the float32 tensors of the largest moment of a run: the two held-out sets
-(kept for the whole run), the parameters with their gradients and Adam moments, and the larger
+(kept for the whole run), the parameters with their gradients and Adam moments, the layers x
+models matrix that averages each model's layers, and the larger
 of one training step (a fresh batch, the activations autograd keeps for the backward pass, the
 gradients of the attention weights) and the final evaluation (chunks of EVAL_CHUNK contexts,
 the query attention of every held-out context, the probes). The shapes below follow models.py
@@ -62,7 +63,8 @@ def estimate_bytes(cfg: RunConfig, depths: list[int] | None = None) -> int:
     d, P, k, B, E = cfg.dim, cfg.context_length, cfg.resolved_key_dim, cfg.batch_size, cfg.eval_contexts
     T, M = sum(depths), len(depths)
     params = 4 * (2 * T * k * (d + 1) + 2 * T + M * (d + 1) ** 2)  # weights, gradients, Adam's two moments
-    persistent = held_out_floats(cfg) + params
+    # models.Stack.layer_mean, (T, M): the mean over each model's layers, 18.8 GiB for 10^4 models of depths 1-100
+    persistent = held_out_floats(cfg) + params + T * M
     train = batch_floats(cfg, B) + step_floats(cfg, depths, B)
     chunk = min(EVAL_CHUNK, E)
     # final evaluation: every model's prediction and per-layer predictors of every held-out context,

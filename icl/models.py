@@ -50,8 +50,12 @@ class Stack(nn.Module):
         self.register_buffer("update_scale", scale)  # (M,) the residual factor of each model
         # g_l = gain * (layer l's update) makes y_hat the mean of g_l: 1 with 1/L updates, else L.
         self.register_buffer("layer_gain", (d.float() * scale)[self.layer_model])  # (T,)
-        # Mean over each model's layers as a matrix: (T, M).
-        self.register_buffer("layer_mean", nn.functional.one_hot(self.layer_model, len(d)).float() / d.float())
+        # Mean over each model's layers as a matrix: (T, M), 1/L_m where layer t is model m's. Its T x M
+        # floats are the largest tensor of a group of thousands of models (icl.memory counts them);
+        # filled in place, not from an int64 one-hot (three times the memory, 40 GB for 10^4 models).
+        mean = torch.zeros(len(self.layer_model), len(d))
+        mean[torch.arange(len(self.layer_model)), self.layer_model] = (1.0 / d.float())[self.layer_model]
+        self.register_buffer("layer_mean", mean)
         dk = cfg.resolved_key_dim
         std = cfg.init_scale * in_dim**-0.5 * dk**-0.25  # initial scores ~ N(0, init_scale^4)
         q, k = [], []

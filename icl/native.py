@@ -11,15 +11,16 @@ times slower per step (`icl bench`). Gradients are summed over fixed blocks of c
 blocks in block order (sum_blocks), so results do not depend on the number of threads.
 
 They are compiled on first use with the system's C compiler (`cc`, or $CC) into a per-user cache
-($ICL_KERNEL_CACHE, default ~/.cache/icl/kernels) with -march=native (PORTABLE_FLAGS where the
-compiler refuses it, or always with ICL_KERNEL_FLAGS=portable: the path of a machine without
-AVX-512), with -fopenmp where the compiler takes it, and called through ctypes. A library built
+($ICL_KERNEL_CACHE; where unset or empty, ~/.cache/icl/kernels) with -march=native
+(PORTABLE_FLAGS where the compiler refuses it, or always with ICL_KERNEL_FLAGS=portable: the path
+of a machine without AVX-512), with -fopenmp where the compiler takes it, and called through ctypes. A library built
 with OpenMP splits its contexts among torch's own threads (icl/kernels/threads.h); one without
 splits them among Python threads (ctypes releases the GIL).
 
 Where there is no compiler, on a GPU, for context updates and the shared stream with contexts
 that are not a multiple of 16 tokens, or with ICL_NATIVE=0, the models use their torch path:
-the same algebra. Every path is tested against icl.reference (tests/test_reference.py,
+the same algebra, several times slower (SLOWER; said once per process, with the reason, where the
+kernels could not be built). Every path is tested against icl.reference (tests/test_reference.py,
 tests/test_native.py).
 """
 from __future__ import annotations
@@ -39,11 +40,15 @@ from pathlib import Path
 
 import torch
 
+from .ziggurat import ziggurat_tables
+
 KERNELS = Path(__file__).with_name("kernels")
 FLAGS = ["-O3", "-march=native", "-fPIC", "-shared"]
 PORTABLE_FLAGS = ["-O3", "-fPIC", "-shared"]  # for compilers that know no -march=native
 OPENMP = ["-fopenmp"]  # where the compiler has it (Apple's clang has not): each set is tried with it first
-BUILD = Path(os.environ.get("ICL_KERNEL_CACHE", Path.home() / ".cache" / "icl" / "kernels"))
+# absolute: ctypes takes a bare file name for a library to search for on the loader's path
+BUILD = Path(os.environ.get("ICL_KERNEL_CACHE") or Path.home() / ".cache" / "icl" / "kernels").expanduser().absolute()
+SLOWER = "3x"  # a run's training time, torch path over kernels: 2.5x softmax depth 16, 3.3x context updates (1 thread)
 
 
 def enabled() -> bool:
@@ -57,23 +62,34 @@ def build_flags() -> list[list[str]]:
     return [flags for base in bases for flags in (base + OPENMP, base)]
 
 
-def _compile(source: Path, target: Path, flags: list[str]) -> bool:
+def compiler() -> tuple[str | None, str]:
+    """(the C compiler: $CC, else cc, gcc or clang on PATH; what identifies it in the cache's keys:
+    its resolved path, size and time, so that another or an upgraded compiler builds afresh)."""
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        return False
+    path = cc and (shutil.which(cc) or cc)
+    try:
+        stat = os.stat(path)
+        return cc, f"{os.path.realpath(path)}:{stat.st_size}:{stat.st_mtime_ns}"
+    except (OSError, TypeError):  # no compiler, or $CC names no file
+        return cc, str(cc)
+
+
+def _compile(cc: str, source: Path, target: Path, flags: list[str]) -> str | None:
+    """None once `target` is built, else why not (one line)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".so")
     os.close(fd)
     try:
-        built = subprocess.run([cc, *flags, "-o", tmp, str(source), "-lm"], capture_output=True).returncode == 0
-    except OSError:  # $CC names no program
-        built = False
-    if built:
+        done = subprocess.run([cc, *flags, "-o", tmp, str(source), "-lm"], capture_output=True, text=True)
+        error = None if done.returncode == 0 else (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[0][:120]
+    except OSError as err:  # $CC names no program
+        error = err.strerror
+    if error is None:
         _write_atomically(_checksum_path(target), _checksum(Path(tmp)))  # first: a library never lacks it
         os.replace(tmp, target)  # atomic: processes compiling at once never load half a file
     else:
         os.unlink(tmp)
-    return built
+    return error
 
 
 BUILT_WITH: dict[str, str] = {}  # kernel name -> "native" or "portable": the flags its library was built with
@@ -112,35 +128,51 @@ def _verified(target: Path) -> bool:
 
 @cache
 def library(name: str) -> ctypes.CDLL | None:
-    """The compiled kernels of icl/kernels/<name>.c, or None where they cannot be built or loaded.
-    The file name holds a hash of the source, the machine and the flags: -march=native code is
-    only for the machine it was built on. A library is loaded only once its checksum matches (a
-    damaged one is rebuilt, or skipped where it cannot be); a build that failed leaves a marker, so
-    that later processes go straight to the next flags."""
+    """The compiled kernels of icl/kernels/<name>.c, or None where they cannot be built or loaded
+    (said once per process: `fell_back`). The file name holds a hash of what decides the build: the
+    source, the machine, the compiler and the flags (-march=native code is only for the machine it
+    was built on). A library is loaded only once its checksum matches (a damaged one is rebuilt, or
+    skipped where it cannot be); a build that failed leaves a marker under the same hash, so that
+    later processes with that compiler go straight to the next flags, and any other compiler tries."""
     source = KERNELS / f"{name}.c"
     code = b"".join(f.read_bytes() for f in [source, *sorted(KERNELS.glob("*.h"))])
+    cc, identity = compiler()
+    if cc is None:
+        return fell_back(name, "no C compiler: $CC is unset and none of cc, gcc, clang is on PATH")
+    why = None
     for flags in build_flags():
-        key = hashlib.sha256(code + f"{platform.node()}|{platform.machine()}|{flags}".encode()).hexdigest()[:16]
+        key = hashlib.sha256(code + f"{platform.node()}|{platform.machine()}|{identity}|{flags}".encode()).hexdigest()[:16]
         target, failed = BUILD / f"{name}-{key}.so", BUILD / f"{name}-{key}.failed"
         try:  # a cache we cannot write or read: no kernels, never an error
-            ready = target.exists() and _verified(target)
-            if failed.exists() or not (ready or _compile(source, target, flags)):
-                if shutil.which(os.environ.get("CC") or "cc"):  # a compiler that refused: remember it
-                    failed.touch()
+            if failed.exists():
+                why = f"{cc} failed to build it before: {failed.read_text().strip() or 'no message'}"
                 continue
+            if not (target.exists() and _verified(target)):
+                why = _compile(cc, source, target, flags)
+                if why is not None:
+                    _write_atomically(failed, why)  # remembered for this compiler and these flags only
+                    why = f"{cc} could not build it: {why}"
+                    continue
             lib = ctypes.CDLL(str(target))
-        except OSError:
+        except OSError as err:
+            why = f"{err.strerror or err} in the kernel cache {BUILD}"
             continue
         BUILT_WITH[name] = "native" if "-march=native" in flags else "portable"
         ON_TORCH_THREADS[name] = hasattr(lib, "uses_openmp") and bool(lib.uses_openmp()) and one_openmp_runtime()
         return lib
-    try:
-        if any(BUILD.glob(f"{name}-*.so")):
-            print(f"icl: the kernel library of {name} could not be built or loaded; it runs on the torch path",
-                  file=sys.stderr)
-    except OSError:  # a kernel cache we may not read
-        pass
-    return None
+    return fell_back(name, why)
+
+
+def fell_back(name: str, why: str) -> None:
+    """Say, once per process and in one line, that the kernels are off, why and what it costs:
+    the torch path computes the same numbers, so nothing else would show it but the time."""
+    if not _SAID:
+        _SAID.append(name)
+        print(f"icl: C kernels off (icl/kernels/{name}.c: {why}); training runs about {SLOWER} slower on the torch path",
+              file=sys.stderr)
+
+
+_SAID: list[str] = []
 
 
 KERNEL_OF = {"softmax": "softmax_ensemble", "untied_values": "softmax_ensemble",
@@ -333,32 +365,6 @@ def sample(cfg, draws, lam_sqrt: torch.Tensor, omega_scale: torch.Tensor) -> tup
             P, d, int(cfg.normalize_inputs), cfg.top_k, ptr(rot), ptr(x), ptr(xq), ptr(w), ptr(y), ptr(weights)]
     parallel("sampling", lambda *part: lib.sample_contexts(*args, *part), n)
     return x, y, xq, weights, rot, w
-
-
-@cache
-def ziggurat_tables() -> tuple:
-    """The float32 ziggurat's tables (w, k, f: 256 boxes each) as numpy builds them: Marsaglia and
-    Tsang's recursion for 256 boxes and 23 random bits, in double, w and f rounded to float32 and
-    k to the nearest integer (tests/test_normal.py compares them with numpy's own library). k[1] is 0
-    by construction: box 1 lies wholly under the curve's shoulder, so its draws always take the wedge
-    test. Read only: every call shares them."""
-    import math
-
-    import numpy as np
-    r, v, m = 3.6541528853610088, 0.00492867323399, 2.0**23  # the base box's edge and every box's area
-    w, k, f = np.zeros(256), np.zeros(256), np.zeros(256)
-    q = v / math.exp(-0.5 * r * r)  # the base box's width: its area over the density at r
-    k[0], w[0], f[0] = r / q * m, q / m, 1.0
-    w[255], f[255] = r / m, math.exp(-0.5 * r * r)
-    edge = r
-    for i in range(254, 0, -1):  # each box's edge from the one above it: equal areas
-        inner = math.sqrt(-2 * math.log(v / edge + math.exp(-0.5 * edge * edge)))
-        k[i + 1], edge = inner / edge * m, inner
-        w[i], f[i] = inner / m, math.exp(-0.5 * inner * inner)
-    tables = w.astype(np.float32), np.round(k).astype(np.uint32), f.astype(np.float32)
-    for t in tables:
-        t.setflags(write=False)
-    return tables
 
 
 def normal(seed: int, out: torch.Tensor) -> torch.Tensor:

@@ -23,6 +23,7 @@ from . import files, intervals, paths, processes
 from .cache import MemoryCache, RunCache
 from .config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, coerce, excerpt, field_names, within
 from .paths import repo_root
+from .suggest import did_you_mean
 from .sweep import diverged, expand, run_sweep
 from .train import is_diverged
 
@@ -113,7 +114,8 @@ def parameters(ns: dict, make_outputs: bool = True) -> Settings:
     current = _parameter_like(ns)
     unknown = sorted(set(current) - set(_DECLARED))
     if unknown:
-        raise ConfigError(f"unknown parameter {excerpt(unknown[0])}; this notebook's parameters are: {', '.join(sorted(_DECLARED))}")
+        raise ConfigError(f"unknown parameter {excerpt(unknown[0])}; this notebook's parameters are: {', '.join(sorted(_DECLARED))}"
+                          + did_you_mean(unknown[0], _DECLARED))
     values = {k: _check_type(k, current[k], d) for k, d in _DECLARED.items()}
     # A custom spectrum given on the papermill command line replaces the notebook's list of spectra.
     if values.get("input_exponent") is not None or values.get("task_exponent") is not None:

@@ -65,26 +65,20 @@ def remaining(root: Path, runs: list[RunConfig], params: dict) -> list[list[RunC
     return [g for g in groups(runs) if cache is None or any(cache.load(c) is None for c in g)]
 
 
-_RATES: dict[str, float] = {}
+def check_work(root: Path, profile: str, names: list[str], params: dict[str, dict], yes: bool) -> dict[str, float]:
+    """Each notebook's estimated seconds of what is left to train (the runs not in its run cache),
+    by the estimate of `icl train` and `icl sweep` (workload.estimate); ConfigError above their
+    bound, workload.DAY in all, unless `yes`."""
+    from .workload import DAY, duration, estimate
 
-
-def seconds_per_float(cfg: RunConfig) -> float:
-    """A model's measured seconds per float a training step touches (`workload.group_cost`): one
-    small group (depths 1, 2, 4 at the run's sizes, batch 16) timed once per process."""
-    from .workload import group_cost, seconds_per_step
-
-    if cfg.model not in _RATES:
-        group = [cfg.replace(depth=L, batch_size=16, steps=4, track_modes=False, track_focus=False) for L in (1, 2, 4)]
-        _RATES[cfg.model] = seconds_per_step(group) / group_cost(group)
-    return _RATES[cfg.model]
-
-
-def training_seconds(todo: list[list[RunConfig]]) -> float:
-    """Estimated time of these groups: (steps + evaluations) x the floats a step touches x a
-    measured rate (`seconds_per_float`)."""
-    from .workload import evaluation_steps, group_cost
-
-    return sum((g[0].steps + evaluation_steps(g[0])) * group_cost(g) * seconds_per_float(g[0]) for g in todo)
+    todo = {n: remaining(root, notebook_runs(root, profile, n, params[n]), params[n]) for n in names}
+    cost = {n: estimate(left)["seconds"] if left else 0.0 for n, left in todo.items()}
+    if sum(cost.values()) > DAY and not yes:
+        worst = max(cost, key=cost.get)
+        raise ConfigError(f"work: about {duration(sum(cost.values()))} of training on this machine ({worst}: "
+                          f"{duration(cost[worst])}), more than a day; pass --yes to run it anyway, or lower steps, "
+                          "seeds or depths (--plan shows each notebook's share)")
+    return cost
 
 
 def critical_first(names: list[str], cost: dict[str, float], needs: dict[str, tuple]) -> list[str]:

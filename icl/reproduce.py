@@ -30,6 +30,7 @@ from .staging import (check_destinations, destinations, profile_root, publish, r
                       staging_folder, staging_paths)
 from .config import EXCERPT, ConfigError, excerpt
 from .plan import SMOKE
+from .suggest import did_you_mean
 from .sweep import load_yaml, read_yaml
 
 NOTEBOOKS = ("01_easy_linear", "02_easy_nonlinear", "03_difficult", "04_generalized", "05_fitting_appendix",
@@ -254,15 +255,12 @@ def hold_lock(root: Path, profile: str):
     return processes.hold_lock(staging_folder(root / profile_root(profile)), f"icl reproduce --profile {profile}")
 
 
-def cost_order(root: Path, names: list[str], params: dict[str, dict], profile: str) -> list[str]:
-    """The order to start notebooks in with several at once: by the work that waits on each, from
-    what is left to train (the runs not in the run cache) at a rate measured here
-    (`plan.training_seconds`); never from the times of an earlier, perhaps cached, execution."""
-    from . import plan
-
-    cost = {n: plan.training_seconds(plan.remaining(root, plan.notebook_runs(root, profile, n, params[n]), params[n]))
-            for n in names}
-    return plan.critical_first(names, cost, NEEDS)
+def check_overrides(root: Path, names: list[str], overrides: dict) -> None:
+    """ConfigError for a -p key that none of `names` declares (the run and --plan alike)."""
+    declared = {k for n in names for k in declared_parameters(root, n)}
+    unknown = sorted(set(overrides) - declared)
+    if unknown:
+        raise ConfigError(f"unknown parameter {excerpt(unknown[0])} for {', '.join(names)}{did_you_mean(unknown[0], declared)}")
 
 
 def checked_parameters(root: Path, profile: str, names: list[str], device: str | None, jobs: int,
@@ -270,11 +268,9 @@ def checked_parameters(root: Path, profile: str, names: list[str], device: str |
     """Every notebook's parameters, checked before anything runs: no override that no notebook
     declares, the device, every notebook's own checks, and where each will write."""
     threads = 1 if jobs > 1 else None
+    check_overrides(root, names, overrides or {})
     params = {n: notebook_parameters(root, profile, n, device, {**(overrides or {}), **(own or {}).get(n, {})}, threads)
               for n in names}
-    unused = sorted(set(overrides or {}) - {k for p in params.values() for k in p})
-    if unused:
-        raise ConfigError(f"-p: {excerpt(unused[0])} is not a parameter of {', '.join(names)}")
     for n in names:  # the device first: a missing GPU is the most common stop
         check_device(params[n])
     for n in names:
@@ -284,16 +280,20 @@ def checked_parameters(root: Path, profile: str, names: list[str], device: str |
 
 
 def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs: int = 1,
-            overrides: dict | None = None, log=print, own: dict[str, dict] | None = None) -> dict[str, dict]:
+            overrides: dict | None = None, log=print, own: dict[str, dict] | None = None, yes: bool = False) -> dict[str, dict]:
     """Run notebooks (in dependency order, up to `jobs` at once); each one's result by name.
-    `own`: parameters per notebook on top of `overrides` (a smoke run's output folders)."""
+    `own`: parameters per notebook on top of `overrides` (a smoke run's output folders). Refused
+    above a day of estimated training unless `yes` (`plan.check_work`)."""
+    from . import plan
+
     params = checked_parameters(root, profile, names, device, jobs, overrides, own)
+    cost = plan.check_work(root, profile, names, params, yes)  # seconds of what is left to train, per notebook
     lock = hold_lock(root, profile)  # noqa: F841 (held until this function returns)
     registry = root / profile_root(profile) / ".staging" / ".processes"  # where workers and kernels register
     env = {"MPLBACKEND": INLINE_BACKEND, processes.REGISTRY_ENV: str(registry), **(ONE_THREAD if jobs > 1 else {})}
     number = {n: i for i, n in enumerate(names, 1)}
     results: dict[str, dict] = {}
-    pending, running = cost_order(root, names, params, profile) if jobs > 1 else list(names), {}
+    pending, running = plan.critical_first(names, cost, NEEDS) if jobs > 1 else list(names), {}
     pool = processes.worker_pool(jobs, registry)
     try:
         while pending or running:
@@ -335,6 +335,7 @@ def add_arguments(p) -> None:
                         f"(default: the number of cores, {cores()}); 1 runs them one after another")
     p.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("KEY", "VALUE"), default=[],
                    help="set a parameter (a YAML value) of every notebook that declares it, as papermill -p does")
+    p.add_argument("--yes", action="store_true", help="run even where the estimate is more than a day of training")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--plan", action="store_true",
                       help="print, without training, each notebook's runs, steps, FLOPs, largest memory and estimated time")
@@ -369,13 +370,14 @@ def run(args) -> int:
     from .paths import repo_root
 
     root = repo_root()
+    check_overrides(root, names, overrides)
     if args.plan:
         return plan.run_plan(root, args.profile, names, args.device, overrides)
     own, where = destinations(root, args.profile, names, args.smoke, args.outputs)
     start = time.perf_counter()
     say = lambda line: print(line, file=sys.stderr, flush=True)
     try:
-        times = run_all(root, args.profile, names, args.device, args.jobs, overrides, log=say, own=own)
+        times = run_all(root, args.profile, names, args.device, args.jobs, overrides, log=say, own=own, yes=args.yes)
     except KeyboardInterrupt:
         say("icl: interrupted; the outputs of unfinished notebooks were left as they were")
         return 130

@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from .cache import RunCache
 from .config import ConfigError, RunConfig, excerpt, field_names
+from .suggest import did_you_mean
 from .train import group_key, is_diverged, train_finite
 
 # Plural keys of a sweep file and the RunConfig field each one varies, outermost first: runs come
@@ -108,7 +109,8 @@ def expand(spec: dict, source: str = "sweep") -> list[RunConfig]:
     allowed = set(field_names()) | set(PLURALS) | {"spectra"}
     unknown = sorted(set(spec) - allowed, key=str)  # YAML keys need not be strings
     if unknown:
-        raise ConfigError(f"{source}: unknown key {excerpt(unknown[0])}; allowed keys: {', '.join(sorted(allowed))}")
+        raise ConfigError(f"{source}: unknown key {excerpt(unknown[0])}; allowed keys: {', '.join(sorted(allowed))}"
+                          + did_you_mean(unknown[0], allowed))
     for plural, single in PLURALS.items():
         if plural in spec and single in spec:
             raise ConfigError(f"{source}: give either {single!r} or {plural!r}, not both")

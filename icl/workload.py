@@ -3,14 +3,15 @@ this machine, and the size of what it adds to the run cache.
 
 `icl train` and `icl sweep` print the estimate before training and refuse a job above a day of
 work, or one whose results would not fit on the cache's disk, unless `--yes` (a sweep of 10^6
-runs or `--steps 10^12` is more likely a typo than a plan). The notebooks are governed by their
-profiles and are not checked.
+runs or `--steps 10^12` is more likely a typo than a plan); so does `icl reproduce`, for the
+notebooks' runs (`plan.check_work`).
 
-Time: the largest group of each model (by `memory.step_floats`, the tensors a step touches) is
-built and trained for a few steps (one to warm up, then TIMED_STEPS); every other group of that
-model is scaled from it by the same measure, and evaluations are counted as forward passes over
-the held-out contexts (about a third of a training step per context). Size: the floats a result
-holds (train.group_results), at the bytes JSON gives a float, plus the fixed fields.
+Time: the largest group of each model (by `memory.step_floats`, the tensors a step touches; its
+first models where it is larger than TIMED_FLOATS) is built and trained for a few steps (one to
+warm up, then TIMED_STEPS); every other group of that model is scaled from it by the same
+measure, and evaluations are counted as forward passes over the held-out contexts (about a third
+of a training step per context). Size: the floats a result holds (train.group_results), at the
+bytes JSON gives a float, plus the fixed fields.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from .memory import step_floats
 
 DAY = 86_400.0  # seconds of estimated work above which a job needs --yes
 TIMED_STEPS = 2
+TIMED_FLOATS = 2**26  # at most the floats a timed step touches (256 MiB): a larger group is timed on its first models
 FLOAT_BYTES, ENTRY_BYTES = 20, 2_000  # a float in JSON ("0.12345678901234567, "); config, key, checksum
 SELECTION_PERCENTILES = 99  # train.SELECTION_PERCENTILES (not imported: train loads torch)
 
@@ -48,6 +50,12 @@ def result_floats(cfg: RunConfig) -> int:
 def group_cost(group: list[RunConfig]) -> float:
     """Floats one training step of the group touches: what its time is scaled by."""
     return float(step_floats(group[0], [c.depth for c in group], group[0].batch_size))
+
+
+def timed_part(group: list[RunConfig]) -> list[RunConfig]:
+    """The models of `group` whose steps are timed: its first ones, up to TIMED_FLOATS (the cost is
+    about linear in the models), so that a group of 10^4 models is not built just to be priced."""
+    return group[: max(1, int(len(group) * min(1.0, TIMED_FLOATS / group_cost(group))))]
 
 
 def seconds_per_step(group: list[RunConfig]) -> float:
@@ -86,7 +94,7 @@ def estimate(todo: list[list[RunConfig]]) -> dict:
     for g in todo:
         if g[0].model not in largest or group_cost(g) > group_cost(largest[g[0].model]):
             largest[g[0].model] = g
-    per_step = {m: seconds_per_step(g) / group_cost(g) for m, g in largest.items()}  # seconds per float
+    per_step = {m: seconds_per_step(timed_part(g)) / group_cost(timed_part(g)) for m, g in largest.items()}  # s per float
     seconds = 0.0
     for g in todo:
         base = g[0]

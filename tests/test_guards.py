@@ -1,0 +1,67 @@
+"""`icl reproduce` refuses what `train` and `sweep` refuse: more than a day of training without
+--yes, and a parameter no notebook declares, in --plan as in a run; every unknown name, wherever
+it is refused, comes with the closest known one."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from icl import notebook as nb
+from icl import plan
+from icl import reproduce as rep
+from icl.config import ConfigError, RunConfig
+from icl.sweep import expand
+
+ROOT = Path(__file__).resolve().parents[1]
+HINT = "did you mean 'input_exponent'?"
+HINT_RE = re.escape(HINT)
+
+
+def test_plan_refuses_an_unknown_parameter_with_the_closest_name():
+    """--plan priced the run and ignored the key (the run itself refused it)."""
+    done = subprocess.run([sys.executable, "-m", "icl", "reproduce", "--profile", "ci", "--only", "03_difficult",
+                           "-p", "input_exponet", "0.8", "--plan"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == f"icl: error: unknown parameter 'input_exponet' for 03_difficult; {HINT}"
+
+
+def test_a_run_refuses_an_unknown_parameter_with_the_closest_name():
+    with pytest.raises(ConfigError, match=f"unknown parameter 'input_exponet' for 03_difficult; {HINT_RE}"):
+        rep.checked_parameters(ROOT, "ci", ["03_difficult"], "cpu", 1, {"input_exponet": 0.8}, None)
+
+
+def test_reproduce_refuses_more_than_a_day_of_training_before_a_notebook_starts(monkeypatch):
+    """-p steps 10^12 started (its own --plan said 197,357 days) where train and sweep refuse."""
+    monkeypatch.setattr(rep, "run_notebook", lambda *a: pytest.fail("a notebook started"))
+    with pytest.raises(ConfigError) as err:
+        rep.run_all(ROOT, "ci", ["03_difficult"], "cpu", 1, {"steps": 10**12}, log=lambda line: None)
+    text = str(err.value)
+    assert text.startswith("work: about ") and "days" in text and "--yes" in text and "\n" not in text, text
+
+
+def test_with_yes_the_estimate_is_returned_not_refused():
+    params = rep.checked_parameters(ROOT, "ci", ["03_difficult"], "cpu", 1, {"steps": 10**12}, None)
+    cost = plan.check_work(ROOT, "ci", ["03_difficult"], params, yes=True)
+    assert cost["03_difficult"] > 86_400
+
+
+def test_a_notebook_names_the_closest_parameter():
+    nb.end_of_parameters({"input_exponent": 0.0, "output_dir": "outputs/scratch/x"})
+    try:
+        with pytest.raises(ConfigError, match=f"unknown parameter 'input_exponet'.*; {HINT_RE}$"):
+            nb.parameters({"input_exponent": 0.0, "output_dir": "outputs/scratch/x", "input_exponet": 0.8},
+                          make_outputs=False)
+    finally:
+        nb.end_of_parameters({})
+
+
+def test_run_configs_and_sweep_files_name_the_closest_key():
+    with pytest.raises(ConfigError, match="unknown key 'lerning_rate'.*; did you mean 'learning_rate'[?]$"):
+        RunConfig.from_dict({"lerning_rate": 0.01}, "train")
+    with pytest.raises(ConfigError, match="unknown key 'dephts'.*; did you mean 'depths'[?]$"):
+        expand({"dephts": [1, 2]}, "sweep.yaml")
+    with pytest.raises(ConfigError) as err:  # nothing close: no guess
+        expand({"zzzzzz": 1}, "sweep.yaml")
+    assert "did you mean" not in str(err.value)
