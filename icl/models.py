@@ -101,6 +101,9 @@ class SoftmaxEnsemble(Stack):
     `untied=False` is the controlled model (one value shared by all layers, merged with the
     readout into one scalar per model); `untied=True` gives every layer its own value (§C.2).
 
+    With h heads (icl/heads.py) every head is a predictor like a layer, and a layer's predictor is
+    the mean of its heads'; with tie_layers one Q, K (and value) per model is read at every depth.
+
     Only the query row of attention is computed, for all layers at once: a_t = K_t^T Q_t x_q, then
     QueryReadout; on the CPU the whole of it runs in icl/kernels/softmax_ensemble.c
     (SoftmaxLayers), one context at a time through every layer. The same model written the plain way (each layer full masked attention over all

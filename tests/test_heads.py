@@ -154,3 +154,17 @@ def test_impossible_heads_and_loops_are_config_errors_in_one_line(changes, messa
     with pytest.raises(ConfigError, match=message) as err:
         tiny_config(**changes)
     assert "\n" not in str(err.value)
+
+
+def test_the_estimates_count_heads_and_looped_layers():
+    """icl.memory and icl.workload: h heads are h times the attention, a looped stack has one
+    layer's parameters per model; a multi-head shared stream trains without its C kernel."""
+    from icl.memory import estimate_bytes, step_floats
+    from icl.native import in_use
+
+    for model in ("softmax", "shared_stream"):
+        cfg = RunConfig(model=model, dim=16, key_dim=4, context_length=64, batch_size=64, eval_contexts=64)
+        assert step_floats(cfg.replace(heads=4), [4, 2, 1], 64) > 3 * step_floats(cfg, [4, 2, 1], 64)
+        assert estimate_bytes(cfg.replace(tie_layers=True), [64]) < estimate_bytes(cfg, [64])
+    stream = RunConfig(model="shared_stream", dim=16, key_dim=4, context_length=64)
+    assert not any(k.startswith("shared_stream") for k in in_use(stream.replace(heads=2), torch.device("cpu")))
