@@ -59,7 +59,8 @@ class Stack(nn.Module):
         for depth in self.depths:
             gen = init_generator(cfg.seed, depth)
             rows = 1 if self.tied else depth  # a looped model keeps the first layer of its untied twin
-            q.append(gaussian(depth, self.heads * dk, in_dim, gen=gen)[:rows] * std)  # the same bits on every CPU (tasks.gaussian)
+            # the same bits on every CPU (tasks.gaussian)
+            q.append(gaussian(depth, self.heads * dk, in_dim, gen=gen)[:rows] * std)
             k.append(gaussian(depth, self.heads * dk, in_dim, gen=gen)[:rows] * std)
         # (R, h dk, in_dim), heads' rows one after another (icl.heads); R = T rows, one per layer,
         # or with tie_layers R = M, one per model, read at every depth (per_layer).
@@ -86,7 +87,8 @@ class Stack(nn.Module):
         """For each parameter, the model that owns each of its rows (for per-model learning rates)."""
         own = {}
         for name, p in self.named_parameters():
-            own[name] = self.layer_model if p.shape[0] == len(self.layer_model) and not self.tied else torch.arange(self.n_models)
+            per_layer = p.shape[0] == len(self.layer_model) and not self.tied
+            own[name] = self.layer_model if per_layer else torch.arange(self.n_models)
         return own
 
     def ensemble(self, g: torch.Tensor) -> torch.Tensor:
@@ -222,7 +224,7 @@ class ContextUpdates(Cascade):
         self.workspace = Workspace()
 
     def forward(self, batch: Batch, attention: bool = False) -> Output:
-        Q, K = self.per_layer(self.query, self.by_layer), self.per_layer(self.key, self.by_layer)  # (T, k, d), layer index first
+        Q, K = (self.per_layer(p, self.by_layer) for p in (self.query, self.key))  # (T, k, d), layer index first
         u = self.per_layer(self.context_scalar, self.by_layer)  # (T,)
         states = ContextRecurrence.apply(batch.x, Q, K, u, batch.y, self.counts, self.workspace,
                                          torch.is_grad_enabled())  # (T, B, P)
@@ -273,7 +275,8 @@ class SharedStream(Cascade):
         if self.heads == 1 and not attention and native.usable("shared_stream", P, z, self.query, self.value):
             return self.forward_native(z, base)
         z = z.expand(M, B, P + 1, D)  # (M, B, P+1, D), models first: the active ones are z[:n]
-        qk = self.per_layer(torch.cat([self.query, self.key], 1), self.by_layer).transpose(1, 2).split(self.counts)  # (n_j, D, 2 h k)
+        qk = self.per_layer(torch.cat([self.query, self.key], 1), self.by_layer)  # (T, 2 h k, D) layer index first
+        qk = qk.transpose(1, 2).split(self.counts)  # (n_j, D, 2 h k)
         finished, contrib, att_q = [], [], []  # final query states of the models done (shallowest last)
         for j, n in enumerate(self.counts):
             if n < z.shape[0]:
