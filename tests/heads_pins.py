@@ -27,11 +27,12 @@ def case(model: str, path: str, **changes) -> list[RunConfig]:
 
 def losses(cfgs: list[RunConfig], path: str) -> list[str]:
     """Each run's final loss and loss curve, as exact hexadecimal floats."""
+    before = os.environ.get("ICL_NATIVE")
     os.environ["ICL_NATIVE"] = "1" if path == "kernels" else "0"
     try:
         results = train_group(cfgs, progress=False)
-    finally:
-        del os.environ["ICL_NATIVE"]
+    finally:  # the environment as it was
+        os.environ.pop("ICL_NATIVE") if before is None else os.environ.__setitem__("ICL_NATIVE", before)
     return [" ".join(float(v).hex() for v in [r["final_loss"], *r["loss_curve"]["loss"]]) for r in results]
 
 
