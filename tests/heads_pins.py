@@ -32,7 +32,10 @@ def losses(cfgs: list[RunConfig], path: str) -> list[str]:
     try:
         results = train_group(cfgs, progress=False)
     finally:  # the environment as it was
-        os.environ.pop("ICL_NATIVE") if before is None else os.environ.__setitem__("ICL_NATIVE", before)
+        if before is None:
+            del os.environ["ICL_NATIVE"]
+        else:
+            os.environ["ICL_NATIVE"] = before
     return [" ".join(float(v).hex() for v in [r["final_loss"], *r["loss_curve"]["loss"]]) for r in results]
 
 
