@@ -68,6 +68,8 @@ class RunConfig:
     model: str = "softmax"  # linear | softmax | shared_stream | untied_values | context_updates
     depth: int = 1  # number of attention layers L
     key_dim: int = 0  # d_k of Q_l, K_l; 0 means "= dim" (decides the regime: docs/training_protocol.md)
+    heads: int = 1  # h attention heads per layer, each of query/key rank key_dim (ours, SPEC §10)
+    tie_layers: bool = False  # one layer's parameters reused at every depth: a looped stack (ours, SPEC §10)
     residual_scale: str = "inverse_depth"  # 1/L on every update keeps the output O(1) in L (ours)
     init_scale: float = 1.0  # initial query/key scores have standard deviation ~ init_scale**2
     subspace: str = "learned"  # learned | random | tiled: frozen subspaces of Q_l, K_l (the mechanism's ablation)
@@ -113,7 +115,10 @@ class RunConfig:
     def to_dict(self) -> dict:
         # dataclasses.asdict deep-copies every value: 100 us a config, a minute for a sweep of 10^6
         # runs. Every field is a str, int, float or bool, so a plain dict is the same.
-        return {name: getattr(self, name) for name in _NAMES}
+        # Fields added after runs were cached (LATER_FIELDS) are left out at their defaults, which are
+        # the models as they were: the run cache's key hashes this dict, so those runs keep their keys.
+        return {name: getattr(self, name) for name in _NAMES
+                if name not in LATER_FIELDS or getattr(self, name) != LATER_FIELDS[name]}
 
     @classmethod
     def from_dict(cls, values: dict, source: str = "parameters") -> "RunConfig":
@@ -125,6 +130,7 @@ class RunConfig:
 
 
 _NAMES = tuple(f.name for f in fields(RunConfig))
+LATER_FIELDS = {"heads": 1, "tie_layers": False}  # field -> the default that gives the models before it
 _TYPES = {f.name: type(f.default) for f in fields(RunConfig)}
 _FLOATS = tuple(name for name in _NAMES if _TYPES[name] is float)
 
@@ -193,12 +199,13 @@ def validate(c: RunConfig) -> None:
     if c.subspace != "learned" and (c.model not in ("softmax", "untied_values") or c.resolved_key_dim >= c.dim):
         raise ConfigError(f"subspace: {c.subspace!r} is allowed only for the softmax and untied_values models "
                           f"with key_dim < dim (here model {c.model!r}, key_dim {c.resolved_key_dim}, dim {c.dim})")
-    for key in ("depth", "steps", "dim", "context_length", "batch_size", "eval_contexts", "eval_points"):
+    for key in ("depth", "heads", "steps", "dim", "context_length", "batch_size", "eval_contexts", "eval_points"):
         _at_least(key, getattr(c, key), 1, "an integer >= 1")
     _at_least("key_dim", c.key_dim, 0, ">= 0 (0 means equal to dim)")
     _at_least("curve_contexts", c.curve_contexts, 1, "an integer >= 1")
     if c.key_dim > c.dim:
         raise ConfigError(f"key_dim: {c.key_dim} is not allowed; it must be at most dim ({c.dim}), or 0 for dim")
+    validate_heads(c)
     if c.subspace == "tiled" and not tileable(c.dim, c.resolved_key_dim):
         raise ConfigError(f"subspace: 'tiled' needs key_dim or dim - key_dim to divide dim (here key_dim "
                           f"{c.resolved_key_dim}, dim {c.dim}); choose such a key_dim, or subspace 'random'")
@@ -215,3 +222,22 @@ def validate(c: RunConfig) -> None:
     _at_least("plateau_tolerance", c.plateau_tolerance, 0.0, "a finite number >= 0")
     if not 0.0 <= c.warmup_fraction < 1.0:
         raise ConfigError(f"warmup_fraction: {c.warmup_fraction!r} is not allowed; it must be in [0, 1)")
+
+
+HEADS_MODELS = ("softmax", "untied_values", "shared_stream")  # the models with multi-head layers
+TIED_MODELS = ("softmax", "untied_values", "shared_stream", "context_updates")  # ... and with looped stacks
+
+
+def validate_heads(c: RunConfig) -> None:
+    """h heads of rank k share a layer's d input dimensions, h k <= d (a real Transformer's head_dim = d / h):
+    more would only repeat directions another head already reads."""
+    if c.heads > 1 and c.model not in HEADS_MODELS:
+        raise ConfigError(f"heads: {c.heads} is allowed only for the models {', '.join(HEADS_MODELS)} (here {c.model!r})")
+    if c.heads * c.resolved_key_dim > c.dim:
+        raise ConfigError(f"heads: {c.heads} is not allowed; heads * key_dim ({c.heads} * {c.resolved_key_dim}) "
+                          f"must be at most dim ({c.dim}): set key_dim to at most dim / heads")
+    if c.tie_layers and c.model not in TIED_MODELS:
+        raise ConfigError(f"tie_layers: true is allowed only for the models {', '.join(TIED_MODELS)} (here {c.model!r})")
+    if (c.heads > 1 or c.tie_layers) and c.subspace != "learned":
+        raise ConfigError(f"subspace: {c.subspace!r} is allowed only with heads 1 and tie_layers false "
+                          f"(here heads {c.heads}, tie_layers {c.tie_layers})")

@@ -37,21 +37,21 @@ def held_out_floats(cfg: RunConfig) -> int:
 def step_floats(cfg: RunConfig, depths: list[int], n: int, grad: bool = True, attention: bool = False) -> int:
     """One forward pass of the stack on n contexts (and its backward if grad): what autograd keeps
     plus the largest temporaries."""
-    d, P, k = cfg.dim, cfg.context_length, cfg.resolved_key_dim
+    d, P, k, h = cfg.dim, cfg.context_length, cfg.resolved_key_dim, cfg.heads
     T, M = sum(depths), len(depths)
     if cfg.model in ("softmax", "untied_values"):
-        # scores and softmax weights (n, T, P), the merged queries (n, T, d); backward: ds (n, T, P)
-        return n * T * (3 * P + 2 * d) if grad else n * T * (2 * P + d)
+        # scores and softmax weights (n, T h, P), the merged queries (n, T h, d); backward: ds (n, T h, P)
+        return n * T * h * (3 * P + 2 * d) if grad else n * T * h * (2 * P + d)
     if cfg.model == "linear":
         # S and M (n, d, d+1); per layer the state (n, d+1) and s Gamma u (n, d), kept for backward
         return 2 * n * d * (d + 1) + (3 if grad else 1) * n * T * (2 * d + 1)
     D = d + 1 if cfg.model == "shared_stream" else d
-    state = 4 * P * D + 2 * P if cfg.model == "shared_stream" else 3 * P
-    # per layer: queries and keys of every token (n, ., P, k), the context attention (n, ., P, P)
-    # and the token states; the deepest layers' P x P scores are the largest temporaries
-    per_layer = P * P + 2 * P * k + state
+    state = (3 + h) * P * D + 2 * P if cfg.model == "shared_stream" else 3 * P  # h heads: h reads A_i z
+    # per layer and head: queries and keys of every token (n, ., P, k), the context attention
+    # (n, ., P, P); and the token states; the deepest layers' P x P scores are the largest temporaries
+    per_layer = h * (P * P + 2 * P * k) + state
     kept = n * T * per_layer if grad else n * M * per_layer
-    temporaries = 3 * n * M * P * P  # scores, their softmax, and its gradient (or the next layer's scores)
+    temporaries = 3 * n * M * h * P * P  # scores, their softmax, and its gradient (or the next layer's scores)
     if attention and cfg.model == "context_updates":  # every layer's context attention, stacked
         kept += 2 * n * T * P * P
     return kept + temporaries
@@ -62,7 +62,8 @@ def estimate_bytes(cfg: RunConfig, depths: list[int] | None = None) -> int:
     depths = list(depths or [cfg.depth])
     d, P, k, B, E = cfg.dim, cfg.context_length, cfg.resolved_key_dim, cfg.batch_size, cfg.eval_contexts
     T, M = sum(depths), len(depths)
-    params = 4 * (2 * T * k * (d + 1) + 2 * T + M * (d + 1) ** 2)  # weights, gradients, Adam's two moments
+    R, h = (M if cfg.tie_layers else T), cfg.heads  # rows of a per-layer parameter; heads per layer
+    params = 4 * (2 * R * h * k * (d + 1) + 2 * R + h * M * (d + 1) ** 2)  # weights, gradients, Adam's two moments
     # models.Stack.layer_mean, (T, M): the mean over each model's layers, 18.8 GiB for 10^4 models of depths 1-100
     persistent = held_out_floats(cfg) + params + T * M
     train = batch_floats(cfg, B) + step_floats(cfg, depths, B)

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from . import native
+from .heads import head_mean, split_heads, stream_layer
 from .layers import ContextRecurrence, QueryReadout, SoftmaxLayers, StreamLayers, Workspace, project
 from .config import RunConfig
 from .tasks import Batch, gaussian
@@ -56,25 +57,42 @@ class Stack(nn.Module):
         mean = torch.zeros(len(self.layer_model), len(d))
         mean[torch.arange(len(self.layer_model)), self.layer_model] = (1.0 / d.float())[self.layer_model]
         self.register_buffer("layer_mean", mean)
-        dk = cfg.resolved_key_dim
-        std = cfg.init_scale * in_dim**-0.5 * dk**-0.25  # initial scores ~ N(0, init_scale^4)
+        dk, self.heads, self.tied = cfg.resolved_key_dim, cfg.heads, cfg.tie_layers
+        std = cfg.init_scale * in_dim**-0.5 * dk**-0.25  # initial scores ~ N(0, init_scale^4), per head
         q, k = [], []
         for depth in self.depths:
             gen = init_generator(cfg.seed, depth)
-            q.append(gaussian(depth, dk, in_dim, gen=gen) * std)  # the same bits on every CPU (tasks.gaussian)
-            k.append(gaussian(depth, dk, in_dim, gen=gen) * std)
-        self.query = nn.Parameter(torch.cat(q))  # (T, dk, in_dim)
-        self.key = nn.Parameter(torch.cat(k))  # (T, dk, in_dim)
+            rows = 1 if self.tied else depth  # a looped model keeps the first layer of its untied twin
+            # the same bits on every CPU (tasks.gaussian)
+            q.append(gaussian(depth, self.heads * dk, in_dim, gen=gen)[:rows] * std)
+            k.append(gaussian(depth, self.heads * dk, in_dim, gen=gen)[:rows] * std)
+        # (R, h dk, in_dim), heads' rows one after another (icl.heads); R = T rows, one per layer,
+        # or with tie_layers R = M, one per model, read at every depth (per_layer).
+        self.query = nn.Parameter(torch.cat(q))
+        self.key = nn.Parameter(torch.cat(k))
 
     @property
     def n_models(self) -> int:
         return len(self.depths)
 
+    @property
+    def layer_rows(self) -> int:
+        """Rows of a per-layer parameter: T, or M for a looped stack (one layer per model)."""
+        return self.n_models if self.tied else len(self.layer_model)
+
+    def per_layer(self, p: torch.Tensor, order: torch.Tensor | None = None) -> torch.Tensor:
+        """A per-layer parameter's row for every layer (T, ...), in the stack's order or in `order`
+        (T,): a looped stack reads its model's one row at every depth (the gradients add up)."""
+        if self.tied:
+            return p[self.layer_model if order is None else self.layer_model[order]]
+        return p if order is None else p[order]
+
     def owners(self) -> dict[str, torch.Tensor]:
         """For each parameter, the model that owns each of its rows (for per-model learning rates)."""
         own = {}
         for name, p in self.named_parameters():
-            own[name] = self.layer_model if p.shape[0] == len(self.layer_model) else torch.arange(self.n_models)
+            per_layer = p.shape[0] == len(self.layer_model) and not self.tied
+            own[name] = self.layer_model if per_layer else torch.arange(self.n_models)
         return own
 
     def ensemble(self, g: torch.Tensor) -> torch.Tensor:
@@ -89,6 +107,9 @@ class SoftmaxEnsemble(Stack):
     `untied=False` is the controlled model (one value shared by all layers, merged with the
     readout into one scalar per model); `untied=True` gives every layer its own value (§C.2).
 
+    With h heads (icl/heads.py) every head is a predictor like a layer, and a layer's predictor is
+    the mean of its heads'; with tie_layers one Q, K (and value) per model is read at every depth.
+
     Only the query row of attention is computed, for all layers at once: a_t = K_t^T Q_t x_q, then
     QueryReadout; on the CPU the whole of it runs in icl/kernels/softmax_ensemble.c
     (SoftmaxLayers), one context at a time through every layer. The same model written the plain way (each layer full masked attention over all
@@ -101,21 +122,27 @@ class SoftmaxEnsemble(Stack):
         self.untied = untied
         self.readout = nn.Parameter(torch.ones(self.n_models))  # r * v, starts as a plain copy
         if untied:
-            self.value = nn.Parameter(torch.ones(len(self.layer_model)))  # V_l per layer
+            self.value = nn.Parameter(torch.ones(self.layer_rows))  # V_l per layer
         self.workspace = Workspace()
 
     def forward(self, batch: Batch, attention: bool = False) -> Output:
         c = self.readout[self.layer_model] * self.layer_gain  # (T,)
-        c = c * self.value if self.untied else c
-        if not attention and native.usable("softmax_ensemble", batch.x.shape[1], batch.x, self.query):
-            g = SoftmaxLayers.apply(self.query, self.key, c, batch.x, batch.xq, batch.y, self.workspace,
-                                     torch.is_grad_enabled())  # (B, T) in C
+        c = c * self.per_layer(self.value) if self.untied else c
+        Q, K, h = self.per_layer(self.query), self.per_layer(self.key), self.heads  # (T, h k, d)
+        if h > 1:  # every head a layer of its own, weighted c_l / h: a layer's predictor is its heads' mean
+            Q, K, c = split_heads(Q, h), split_heads(K, h), c.repeat_interleave(h) / h  # (T h, k, d), (T h,)
+        if not attention and native.usable("softmax_ensemble", batch.x.shape[1], batch.x, Q):
+            g = SoftmaxLayers.apply(Q, K, c, batch.x, batch.xq, batch.y, self.workspace,
+                                     torch.is_grad_enabled())  # (B, T h) in C
+            g = g if h == 1 else g.unflatten(1, (-1, h)).sum(-1)  # (B, T)
             return Output(self.ensemble(g), g)
         # x_mu . (K_l^T Q_l x_q): one (B, d) x (d, T*d) product through the merged K_l^T Q_l.
-        merged = torch.einsum("tkd,tke->tde", self.key, self.query)  # (T, d, d) K_l^T Q_l
-        a = (batch.xq @ merged.flatten(0, 1).T).unflatten(1, merged.shape[:2])  # (B, T, d)
-        f, att = QueryReadout.apply(a, batch.x, batch.y)  # (B, T) each layer's weighted label
+        merged = torch.einsum("tkd,tke->tde", K, Q)  # (T h, d, d) K_l^T Q_l, per head
+        a = (batch.xq @ merged.flatten(0, 1).T).unflatten(1, merged.shape[:2])  # (B, T h, d)
+        f, att = QueryReadout.apply(a, batch.x, batch.y)  # (B, T h) each head's weighted label
         g = f * c
+        if h > 1:  # (B, T): each layer's heads summed (weighted 1/h), their attention averaged
+            g, att = g.unflatten(1, (-1, h)).sum(-1), head_mean(att, h, 1)
         return Output(self.ensemble(g), g, att if attention else None)
 
 
@@ -197,12 +224,12 @@ class ContextUpdates(Cascade):
     def __init__(self, cfg: RunConfig, depths: list[int]):
         super().__init__(cfg, depths, cfg.dim)
         self.readout = nn.Parameter(torch.ones(self.n_models))  # r * v
-        self.context_scalar = nn.Parameter(torch.zeros(len(self.layer_model)))  # u_l, starts off
+        self.context_scalar = nn.Parameter(torch.zeros(self.layer_rows))  # u_l, starts off
         self.workspace = Workspace()
 
     def forward(self, batch: Batch, attention: bool = False) -> Output:
-        Q, K = self.query[self.by_layer], self.key[self.by_layer]  # (T, k, d), layer index first
-        u = self.context_scalar[self.by_layer]  # (T,)
+        Q, K = (self.per_layer(p, self.by_layer) for p in (self.query, self.key))  # (T, k, d), layer index first
+        u = self.per_layer(self.context_scalar, self.by_layer)  # (T,)
         states = ContextRecurrence.apply(batch.x, Q, K, u, batch.y, self.counts, self.workspace,
                                          torch.is_grad_enabled())  # (T, B, P)
         a = torch.einsum("tkd,btk->btd", K, torch.einsum("tkd,bd->btk", Q, batch.xq))  # (B, T, d) K^T Q x_q
@@ -233,7 +260,9 @@ class SharedStream(Cascade):
     def __init__(self, cfg: RunConfig, depths: list[int]):
         super().__init__(cfg, depths, cfg.dim + 1)
         D = cfg.dim + 1
-        self.value = nn.Parameter(torch.eye(D).repeat(self.n_models, 1, 1))  # (M, D, D), copy init
+        # (M, D, h D): the heads' values side by side (icl.heads), each I / h, so that h heads start
+        # as the mean of their reads (and one head as a copy).
+        self.value = nn.Parameter(torch.eye(D).repeat(self.n_models, 1, self.heads) / self.heads)
         self.readout = nn.Parameter(nn.functional.one_hot(torch.tensor(D - 1), D).float().repeat(self.n_models, 1))
         # Each layer's model depth (T,) in by_layer order: a buffer, so a step copies nothing to a GPU.
         self.register_buffer("layer_depth", torch.tensor(self.depths, dtype=torch.float32)[self.layer_model[self.by_layer]],
@@ -246,16 +275,21 @@ class SharedStream(Cascade):
         z = torch.cat([torch.cat([batch.x, batch.y.unsqueeze(-1)], -1),
                        torch.cat([batch.xq, batch.xq.new_zeros(B, 1)], -1).unsqueeze(1)], 1)  # (B, P+1, D)
         base = z[:, P] @ self.readout.T  # (B, M) r . z_q^0
-        if not attention and native.usable("shared_stream", P, z, self.query, self.value):
+        # Several heads: the torch path only (the C kernel computes one head per layer).
+        if self.heads == 1 and not attention and native.usable("shared_stream", P, z, self.query, self.value):
             return self.forward_native(z, base)
         z = z.expand(M, B, P + 1, D)  # (M, B, P+1, D), models first: the active ones are z[:n]
-        qk = torch.cat([self.query, self.key], 1)[self.by_layer].transpose(1, 2).split(self.counts)  # (n_j, D, 2k)
+        qk = self.per_layer(torch.cat([self.query, self.key], 1), self.by_layer)  # (T, 2 h k, D) layer index first
+        qk = qk.transpose(1, 2).split(self.counts)  # (n_j, D, 2 h k)
         finished, contrib, att_q = [], [], []  # final query states of the models done (shallowest last)
         for j, n in enumerate(self.counts):
             if n < z.shape[0]:
                 finished.append(z[n:, :, P])
                 z = z[:n]
-            dz, att = self.layer(z, qk[j], self.value[:n], self.update_scale[:n], P)
+            if self.heads == 1:
+                dz, att = self.layer(z, qk[j], self.value[:n], self.update_scale[:n], P)
+            else:
+                dz, att = stream_layer(z, qk[j], self.value[:n], self.update_scale[:n], P, self.heads)
             contrib.append(dz[:, :, P] @ self.readout[:n, :, None])  # (n, B, 1) r . Delta_l
             att_q.append(att[:, :, P] if attention else None)
             z = z + dz
@@ -268,7 +302,7 @@ class SharedStream(Cascade):
     def forward_native(self, z: torch.Tensor, base: torch.Tensor) -> Output:
         """The same layers in icl/kernels/shared_stream.c (StreamLayers), one (model, context) pair
         at a time: the query's update at every layer and its final state."""
-        QK = torch.cat([self.query, self.key], 1)[self.by_layer]  # (T, 2k, D) layer index first
+        QK = self.per_layer(torch.cat([self.query, self.key], 1), self.by_layer)  # (T, 2k, D) layer index first
         dzq, zq = StreamLayers.apply(z, QK, self.value, self.update_scale, self.counts, self.workspace,
                                      torch.is_grad_enabled())  # (T, B, D), (M, B, D)
         owner = self.layer_model[self.by_layer]

@@ -194,6 +194,8 @@ def in_use(cfg, device: torch.device) -> list[str]:
     are numpy's bit for bit, so runs with and without it share their cache entries."""
     used = ["sampling"] if usable("sampling", 16) else []
     name = KERNEL_OF.get(cfg.model)
+    if cfg.model == "shared_stream" and cfg.heads > 1:  # several heads: the torch path (models.SharedStream)
+        name = None
     if name is not None and device.type == "cpu" and usable(name, cfg.context_length):
         used.append(name)
     return sorted(f"{n}:{BUILT_WITH[n]}" for n in used)

@@ -10,6 +10,10 @@ Every model is built from model m of a fast stack (`from_stack(stack, m)`: the s
 under the same names) and returns its prediction y_hat (B,) and, where the model defines them,
 the per-layer predictors g_l (B, L) whose mean over l is y_hat (Appendix B). Run it in float64
 (`.double()` and float64 inputs) for the value the float32 paths approximate.
+
+Heads and looped stacks (SPEC §10, icl/heads.py): a layer's query and key (h k, D) hold its h
+heads' rows one after another (`heads_of`); a looped model (tie_layers) holds one layer, read at
+every depth (`Plain.at`).
 """
 from __future__ import annotations
 
@@ -40,24 +44,31 @@ def attention(Q: torch.Tensor, K: torch.Tensor, z: torch.Tensor, linear: bool = 
     return torch.softmax(s.masked_fill(~mask, float("-inf")), -1)  # A_ij = softmax_j s_ij   (§2)
 
 
+def heads_of(Q: torch.Tensor, K: torch.Tensor, h: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """A layer's query and key (h k, D) -> its h heads' (Q_i, K_i), each (k, D)."""
+    return list(zip(Q.chunk(h), K.chunk(h)))
+
+
 class Plain(nn.Module):
     """One model of depth L: its parameters, copied from a fast stack, under the stack's names."""
 
-    def __init__(self, params: dict[str, torch.Tensor], step: float):
+    def __init__(self, params: dict[str, torch.Tensor], step: float, depth: int, heads: int = 1, tied: bool = False):
         super().__init__()
         self.step = step  # s: the residual factor, 1/L or 1
+        self.depth, self.heads, self.tied = depth, heads, tied  # L; h heads per layer; one layer at every depth
         for name, p in params.items():
             setattr(self, name, nn.Parameter(p.detach().clone()))
 
     @classmethod
     def from_stack(cls, stack, m: int) -> "Plain":
         """Model m of a stack: per-layer parameters sliced to its L layers, per-model ones to row m."""
-        step = 1.0 / stack.depths[m] if stack.cfg.residual_scale == "inverse_depth" else 1.0
-        return cls(model_params(stack, m), step)
+        cfg, L = stack.cfg, stack.depths[m]
+        step = 1.0 / L if cfg.residual_scale == "inverse_depth" else 1.0
+        return cls(model_params(stack, m), step, L, cfg.heads, cfg.tie_layers)
 
-    @property
-    def depth(self) -> int:
-        return self.query.shape[0]
+    def at(self, name: str, l: int) -> torch.Tensor:
+        """Layer l's row of a per-layer parameter: its own, or in a looped model the one layer's."""
+        return getattr(self, name)[0 if self.tied else l]
 
 
 PER_LAYER = ("query", "key", "context_scalar")  # one row per layer (untied values: "value" too); others per model
@@ -65,8 +76,9 @@ PER_LAYER = ("query", "key", "context_scalar")  # one row per layer (untied valu
 
 def model_params(stack, m: int, grad: bool = False) -> dict[str, torch.Tensor]:
     """Model m's own rows of every parameter of a stack (the rows of a per-layer parameter are
-    the layers offsets[m] .. offsets[m] + L - 1), or of their gradients (zeros where unused)."""
-    o, L = int(stack.offsets[m]), stack.depths[m]
+    the layers offsets[m] .. offsets[m] + L - 1, or in a looped stack its one row m, kept as a
+    (1, ...) block), or of their gradients (zeros where unused)."""
+    o, L = (m, 1) if stack.cfg.tie_layers else (int(stack.offsets[m]), stack.depths[m])
     per_layer = PER_LAYER + (("value",) if stack.cfg.model == "untied_values" else ())
     out = {}
     for name, p in stack.named_parameters():
@@ -93,19 +105,22 @@ class Linear(Plain):
 class Softmax(Plain):
     """§3.2, App. B: context labels stay fixed, h_q <- h_q + s v_l (A h)_q; y_hat = r h_q^L.
     The controlled model shares one v (merged into r); with `value` (§C.2, untied values) layer l
-    has its own v_l. g_l = L s r v_l (A h)_q, so that y_hat = mean_l g_l."""
+    has its own v_l. g_l = L s r v_l (A h)_q, so that y_hat = mean_l g_l. With h heads a layer
+    reads the mean of its heads' reads, (A h)_q = mean_i (A_i h)_q (icl/heads.py)."""
 
     def forward(self, x, y, xq):
         B, P, _ = x.shape
         z = tokens_of(x, xq)  # (B, P+1, d)
         h = torch.cat([y, y.new_zeros(B, 1)], 1)  # (B, P+1)       h_mu = y_mu, h_q = 0
-        v = getattr(self, "value", torch.ones(self.depth, dtype=x.dtype, device=x.device))  # (L,)
         hq, g = h[:, P], []
         for l in range(self.depth):
-            A = attention(self.query[l], self.key[l], z)  # (B, P+1, P+1)
-            read = (A @ h.unsqueeze(-1)).squeeze(-1)[:, P]  # (B,)  (A h)_q = sum_mu A_q,mu y_mu
-            hq = hq + self.step * v[l] * read  # (B,)               h_q <- h_q + s v_l (A h)_q
-            g.append(self.depth * self.step * self.readout * v[l] * read)  # (B,)  g_l
+            v = self.at("value", l) if hasattr(self, "value") else 1.0  # v_l
+            read = 0.0
+            for Q, K in heads_of(self.at("query", l), self.at("key", l), self.heads):  # (k, d) each
+                A = attention(Q, K, z)  # (B, P+1, P+1)
+                read = read + (A @ h.unsqueeze(-1)).squeeze(-1)[:, P] / self.heads  # (B,)  mean_i sum_mu A^i_q,mu y_mu
+            hq = hq + self.step * v * read  # (B,)                  h_q <- h_q + s v_l (A h)_q
+            g.append(self.depth * self.step * self.readout * v * read)  # (B,)  g_l
         return self.readout * hq, torch.stack(g, 1)  # (B,), (B, L)
 
 
@@ -120,11 +135,11 @@ class ContextUpdates(Plain):
         h = torch.cat([y, y.new_zeros(B, 1)], 1)  # (B, P+1)       h_mu = y_mu, h_q = 0
         hq, g = h[:, P], []
         for l in range(self.depth):
-            A = attention(self.query[l], self.key[l], z)  # (B, P+1, P+1)
+            A = attention(self.at("query", l), self.at("key", l), z)  # (B, P+1, P+1)
             read = (A @ h.unsqueeze(-1)).squeeze(-1)  # (B, P+1)     (A h)_i
             hq = hq + self.step * read[:, P]  # (B,)                 h_q <- h_q + s (A h)_q
             g.append(self.depth * self.step * self.readout * read[:, P])  # (B,)  g_l
-            h = torch.cat([h[:, :P] + self.context_scalar[l] * read[:, :P], h[:, P:]], 1)  # h_mu += u_l (A h)_mu
+            h = torch.cat([h[:, :P] + self.at("context_scalar", l) * read[:, :P], h[:, P:]], 1)  # h_mu += u_l (A h)_mu
         return self.readout * hq, torch.stack(g, 1)  # (B,), (B, L)
 
 
@@ -132,7 +147,8 @@ class SharedStream(Plain):
     """§C.1: one state per token, z_i = [x_i; y_i] (z_q = [x_q; 0]), D = d + 1; scores from the
     states; every row reads the context, z <- z + s (A z) V^T with one V for all layers;
     y_hat = r . z_q^L. With Delta_l the query's update at layer l, y_hat = r.z_q^0 + sum_l r.Delta_l,
-    so g_l = r.z_q^0 + L r.Delta_l has mean y_hat (our definition)."""
+    so g_l = r.z_q^0 + L r.Delta_l has mean y_hat (our definition). With h heads, each with its own
+    Q_i, K_i and V_i (value = [V_1 ... V_h], (D, h D)): z <- z + s sum_i (A_i z) V_i^T."""
 
     def forward(self, x, y, xq):
         B, P, _ = x.shape
@@ -140,8 +156,11 @@ class SharedStream(Plain):
         base = z[:, P] @ self.readout  # (B,)                        r . z_q^0
         g = []
         for l in range(self.depth):
-            A = attention(self.query[l], self.key[l], z)  # (B, P+1, P+1)   from the states
-            delta = self.step * (A @ z) @ self.value.T  # (B, P+1, D)    s (A z) V^T
+            delta = 0.0
+            for (Q, K), V in zip(heads_of(self.at("query", l), self.at("key", l), self.heads),
+                                 self.value.chunk(self.heads, 1)):  # (k, D), (k, D), (D, D) each
+                A = attention(Q, K, z)  # (B, P+1, P+1)   from the states
+                delta = delta + self.step * (A @ z) @ V.T  # (B, P+1, D)    s sum_i (A_i z) V_i^T
             g.append(base + self.depth * delta[:, P] @ self.readout)  # (B,)  g_l = r.z_q^0 + L r.Delta_l
             z = z + delta  # (B, P+1, D)
         return z[:, P] @ self.readout, torch.stack(g, 1)  # (B,), (B, L)

@@ -156,8 +156,8 @@ def focus_stats(stack: Stack, batch: Batch) -> dict[str, np.ndarray] | None:
     return {
         "target_mass": per_model(on_target),
         "entropy": per_model(entropy),
-        "query_norm": per_model(stack.query.flatten(1).norm(dim=1)),
-        "key_norm": per_model(stack.key.flatten(1).norm(dim=1)),
+        "query_norm": per_model(stack.per_layer(stack.query).flatten(1).norm(dim=1)),  # a looped layer at every depth
+        "key_norm": per_model(stack.per_layer(stack.key).flatten(1).norm(dim=1)),
     }
 
 
@@ -358,7 +358,8 @@ def extras(stack: Stack, evalset: Batch, per_model: list[dict]) -> None:
 
     if isinstance(stack, SoftmaxEnsemble) and stack.cfg.resolved_key_dim < stack.cfg.dim:
         for m, (o, L) in enumerate(zip(stack.offsets.tolist(), stack.depths)):  # the subspaces its layers read through
-            per_model[m]["parameters"] = {"subspaces": summary(stack.query[o:o + L], stack.key[o:o + L])}
+            Q, K = stack.per_layer(stack.query)[o:o + L], stack.per_layer(stack.key)[o:o + L]  # (L, h k, d): all heads
+            per_model[m]["parameters"] = {"subspaces": summary(Q, K)}
     if isinstance(stack, LinearAttention):
         for m, g in enumerate(stack.gammas()):
             per_model[m]["parameters"] = {"gammas": g.cpu().tolist(), "readout": float(stack.readout[m])}
@@ -369,7 +370,7 @@ def extras(stack: Stack, evalset: Batch, per_model: list[dict]) -> None:
         for m in range(stack.n_models):
             sel = (stack.layer_model == m).nonzero().flatten()
             per_model[m]["parameters"] = {
-                "context_scalar": stack.context_scalar[sel].cpu().tolist(),
+                "context_scalar": stack.per_layer(stack.context_scalar)[sel].cpu().tolist(),
                 "self_attention_mass": diag[sel].cpu().tolist(),
                 "context_attention_example": ctx[0, sel[0]].cpu().tolist(),
             }

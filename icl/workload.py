@@ -90,16 +90,18 @@ def evaluation_steps(cfg: RunConfig) -> float:
 
 def estimate(todo: list[list[RunConfig]]) -> dict:
     """{"seconds", "bytes", "runs", "groups", "measured": [(largest group, seconds per step)]}."""
-    largest: dict[str, list[RunConfig]] = {}
+    # Timed per model and head count: one head may run in a C kernel, several in torch (models.py).
+    kind = lambda c: (c.model, c.heads)
+    largest: dict[tuple, list[RunConfig]] = {}
     for g in todo:
-        if g[0].model not in largest or group_cost(g) > group_cost(largest[g[0].model]):
-            largest[g[0].model] = g
+        if kind(g[0]) not in largest or group_cost(g) > group_cost(largest[kind(g[0])]):
+            largest[kind(g[0])] = g
     per_step = {m: seconds_per_step(timed_part(g)) / group_cost(timed_part(g)) for m, g in largest.items()}  # s per float
     seconds = 0.0
     for g in todo:
         base = g[0]
         evaluations = evaluation_steps(base)
-        seconds += per_step[base.model] * group_cost(g) * (base.steps + evaluations)
+        seconds += per_step[kind(base)] * group_cost(g) * (base.steps + evaluations)
     size = sum(ENTRY_BYTES + FLOAT_BYTES * result_floats(c) for g in todo for c in g)
     measured = [(g, per_step[m] * group_cost(g)) for m, g in largest.items()]
     return {"seconds": seconds, "bytes": size, "runs": sum(map(len, todo)), "groups": len(todo), "measured": measured}

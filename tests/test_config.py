@@ -21,6 +21,7 @@ BAD = [
     ("model", "mlp"), ("task", "hard"), ("device", "tpu"), ("schedule", "linear"),
     ("residual_scale", "sqrt"), ("warmup_fraction", 1.0), ("init_scale", -1.0),
     ("key_dim", 7),  # > dim 6
+    ("heads", 0), ("heads", 2),  # 2 heads of key_dim 0 (= dim 6): 12 > dim 6
     # non-finite or absurd values (issue 18): each once passed validation, then diverged or crashed
     ("learning_rate", math.inf), ("init_scale", math.inf), ("init_scale", 1e3), ("label_noise", math.inf),
     ("label_noise", 1e6), ("input_exponent", -1000.0), ("task_exponent", 11.0), ("plateau_tolerance", math.inf),
@@ -92,8 +93,15 @@ def test_the_largest_seed_and_exponents_train():
 
 
 def test_to_dict_is_dataclasses_asdict():
-    """to_dict skips asdict's deep copies (a minute for 10^6 configs); the run-cache key hashes it."""
+    """to_dict skips asdict's deep copies (a minute for 10^6 configs); the run-cache key hashes it.
+    Fields added later (LATER_FIELDS) appear only away from their defaults, so old keys stay."""
     import dataclasses
 
-    cfg = tiny_config(model="linear", key_dim=3, track_modes=True)
-    assert cfg.to_dict() == dataclasses.asdict(cfg) and list(cfg.to_dict()) == list(dataclasses.asdict(cfg))
+    from icl.config import LATER_FIELDS
+
+    for cfg in (tiny_config(model="linear", key_dim=3, track_modes=True),
+                tiny_config(model="softmax", key_dim=3, heads=2, tie_layers=True)):
+        full = dataclasses.asdict(cfg)
+        kept = {k: v for k, v in full.items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
+        assert cfg.to_dict() == kept and list(cfg.to_dict()) == list(kept)
+    assert cfg.to_dict() == full  # every field, where the later ones differ from their defaults

@@ -44,10 +44,17 @@ def test_the_simulated_device_sees_what_a_gpu_would():
     assert [e.kind for e in watch.events] == ["h2d", "sync", "sync", "d2h", "mixed"]
 
 
-@pytest.mark.parametrize("model", MODELS)
-def test_every_model_trains_on_a_device_without_host_round_trips(model):
+# Every model, and the multi-head and looped ones (SPEC §10): their torch paths and gathers.
+VARIANTS = [(m, {}) for m in MODELS] + [
+    ("softmax", {"heads": 2}), ("shared_stream", {"heads": 2, "key_dim": 3}),
+    ("softmax", {"tie_layers": True}), ("shared_stream", {"tie_layers": True}), ("context_updates", {"tie_layers": True})]
+
+
+@pytest.mark.parametrize("model, changes", VARIANTS, ids=lambda v: str(v) if isinstance(v, str) else
+                         ",".join(f"{k}={x}" for k, x in v.items()) or "plain")
+def test_every_model_trains_on_a_device_without_host_round_trips(model, changes):
     with simulate() as watch:
-        results = icl.train.train_group(group(model), progress=False)
+        results = icl.train.train_group(group(model, **changes), progress=False)
     assert [r["device"] for r in results] == [NAME] * 2
     assert all(r["final_loss"] > 0 for r in results)
     if model in ("softmax", "untied_values"):  # the rank-limited summary (subspaces.coverage_error) ran

@@ -28,11 +28,13 @@ CASES = [  # (config, depths): a few hundred MiB each, where the run's tensors d
     (dict(model="linear", dim=64, context_length=2048, batch_size=256, eval_contexts=512), [4, 2, 1]),
     (dict(model="context_updates", dim=16, key_dim=4, context_length=128, batch_size=64, eval_contexts=256), [8, 4, 2, 1]),
     (dict(model="shared_stream", dim=16, key_dim=4, context_length=128, batch_size=64, eval_contexts=256), [8, 4, 2, 1]),
+    # multi-head layers (the torch path): h times the attention
+    (dict(model="shared_stream", dim=16, key_dim=4, heads=4, context_length=128, batch_size=128, eval_contexts=128), [4, 2, 1]),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sizes,depths", CASES, ids=[c[0]["model"] for c in CASES])
+@pytest.mark.parametrize("sizes,depths", CASES, ids=[c[0]["model"] + (f"-h{c[0]['heads']}" if "heads" in c[0] else "") for c in CASES])
 def test_estimate_is_within_a_factor_of_two_of_the_measured_peak(sizes, depths):
     cfg = dict(sizes, steps=2, eval_points=1, device="cpu")
     out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(cfg), json.dumps(depths)], capture_output=True,
