@@ -20,7 +20,7 @@ COMMANDS = {
     "train": ("icl.cli", "train one model on one task"),
     "sweep": ("icl.cli", "run every model a parameter file describes, through the run cache"),
     "reproduce": ("icl.reproduce", "run every notebook with papermill at a profile into outputs/"),
-    "report": ("icl.reproduce", "rewrite REPORT.md, claims.json and the README's results from outputs/, running nothing"),
+    "report": ("icl.report", "rewrite REPORT.md, claims.json and the README's results from outputs/, running nothing"),
     "golden": ("icl.golden", "write the ci-profile golden notebooks that nbval compares against"),
     "bound": ("icl.bounds", "softmax, mixture and random-subspace bounds of the softmax model, no training"),
     "bench": ("icl.bench", "training steps per second of icl against plain full attention, with the ratio"),

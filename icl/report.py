@@ -12,6 +12,9 @@ import time
 from pathlib import Path
 
 from . import claim_report, summary
+from .config import ConfigError
+from .paths import repo_root
+from .staging import NOTEBOOKS, PROFILES, profile_root
 
 REGIMES = "06_regimes"
 
@@ -170,3 +173,27 @@ def record_times(base: Path, times: dict, seconds: float, jobs: int) -> None:
              "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     now = {n: {k: t[k] for k in keep if k in t} for n, t in times.items()}
     path.write_text(json.dumps({**old, **now, TOTAL: total}, indent=1))
+
+
+def profile_report(root: Path, profile: str, base: Path | None = None) -> Path:
+    """REPORT.md and claims.json of a profile (in `base`, default its outputs folder) from its
+    notebooks' results."""
+    return write_report(root, base or root / profile_root(profile), profile, NOTEBOOKS)
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)} (default: quick)")
+    p.add_argument("--outputs", metavar="DIR", help="the folder a run wrote with --outputs DIR (default: the profile's)")
+
+
+def run(args) -> int:
+    """`icl report`: REPORT.md and claims.json (and, for the committed quick outputs, the README's
+    results block) rewritten from the results.json files on disk; no notebook runs."""
+    if args.profile not in PROFILES:
+        raise ConfigError(f"profile: unknown value {args.profile!r}; allowed: {', '.join(PROFILES)}")
+    root = repo_root()
+    base = root / (args.outputs or profile_root(args.profile))
+    if not base.is_dir():
+        raise ConfigError(f"outputs: no folder {base}; run `icl reproduce --profile {args.profile}` first")
+    print(profile_report(root, args.profile, base).relative_to(root))
+    return 0

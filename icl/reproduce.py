@@ -25,55 +25,19 @@ from pathlib import Path
 
 from . import paths, processes
 from .processes import cores
-from .report import record_times
-from .staging import (check_destinations, destinations, profile_root, publish, readable_timings, report_folder,
-                      staging_folder, staging_paths)
+from .report import profile_report as write_report, record_times
+from .staging import (NEEDS, NOTEBOOKS, PROFILES, check_destinations, destinations, profile_root, publish,
+                      readable_timings, report_folder, staging_folder, staging_paths)
 from .config import EXCERPT, ConfigError, excerpt
 from .plan import SMOKE
 from .suggest import did_you_mean
 from .sweep import load_yaml, read_yaml
 
-NOTEBOOKS = ("01_easy_linear", "02_easy_nonlinear", "03_difficult", "04_generalized", "05_fitting_appendix",
-             "06_regimes", "07_mechanism")
-# What each notebook reads from the others' outputs: it starts only once these have finished. A
-# notebook not listed can start at once. (06 trains a few runs that 03 trains too, its cells at
-# (d, P) = (16, 64) with three seeds; waiting for 03 would put 06 and 07 on one long chain.)
-NEEDS = {"05_fitting_appendix": ("01_easy_linear", "03_difficult", "04_generalized"),
-         "07_mechanism": ("03_difficult", "06_regimes")}
-PROFILES = ("ci", "quick", "paper")
 DEVICES = ("auto", "cpu", "cuda")
 # The kernel draws with the inline backend whatever MPLBACKEND the caller has (Agg would leave
 # the executed notebooks without figures); icl.plots.style() switches to it as well.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-
-
-def write_report(root: Path, profile: str, base: Path | None = None) -> Path:
-    """REPORT.md and claims.json of a profile (in `base`, default its outputs folder) from its
-    notebooks' results (`icl.report`)."""
-    from .report import write_report as write
-
-    return write(root, base or root / profile_root(profile), profile, NOTEBOOKS)
-
-
-def add_arguments_report(p) -> None:
-    p.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)} (default: quick)")
-    p.add_argument("--outputs", metavar="DIR", help="the folder a run wrote with --outputs DIR (default: the profile's)")
-
-
-def run_report(args) -> int:
-    """`icl report`: REPORT.md and claims.json (and, for the committed quick outputs, the README's
-    results block) rewritten from the results.json files on disk; no notebook runs."""
-    from .paths import repo_root
-
-    if args.profile not in PROFILES:
-        raise ConfigError(f"profile: unknown value {args.profile!r}; allowed: {', '.join(PROFILES)}")
-    root = repo_root()
-    base = root / (args.outputs or profile_root(args.profile))
-    if not base.is_dir():
-        raise ConfigError(f"outputs: no folder {base}; run `icl reproduce --profile {args.profile}` first")
-    print(write_report(root, args.profile, base).relative_to(root))
-    return 0
 
 
 def declared_parameters(root: Path, name: str) -> dict:
