@@ -8,7 +8,7 @@ the device (tests/test_gpu_path.py checks it) and the host queues work ahead of 
   torch's own code and counting every operation that is not a view; plus the rotations' QR, which
   cuSOLVER's orthogonal factor (`torch.linalg.qr`) runs one matrix after another (QR_PER_MATRIX each,
   batch_size matrices a step);
-- the arithmetic: the step's FLOPs (`plan.step_flops`) at FLOPS, or the floats it touches
+- the arithmetic: the step's FLOPs (`model_flops`) at FLOPS, or the floats it touches
   (`memory.step_floats`) at BANDWIDTH, whichever is slower.
 Evaluations add their chunks' forward passes (a third of a step's kernels each) and FLOPs. The
 numbers, and the arithmetic of the paper profile, are in docs/speed.md.
@@ -76,18 +76,29 @@ def _count(group: list[RunConfig]) -> int:
     return Count.n
 
 
+def model_flops(cfg: RunConfig, depths: list[int]) -> float:
+    """Estimated FLOPs of one training step of a group (forward and backward, about three forward
+    passes): per layer and context, the query row (softmax, d^2 + 2 P d multiply-adds), a linear
+    update (4 d^2 + 2 d), or every token's P x P attention (context updates and the shared stream,
+    2 P^2 k + 2 P d k + P^2 D)."""
+    d, P, k, B, T = cfg.dim, cfg.context_length, cfg.resolved_key_dim, cfg.batch_size, sum(depths)
+    D = d + 1 if cfg.model == "shared_stream" else d
+    per_layer = {"softmax": d * d + 2 * P * d, "untied_values": d * d + 2 * P * d, "linear": 4 * d * d + 2 * d,
+                 "context_updates": 2 * P * P * k + 2 * P * d * k + P * P, "shared_stream": 2 * P * P * k + 2 * P * D * k + P * P * D}
+    return 3 * 2 * B * T * per_layer[cfg.model]
+
+
 def group_seconds(group: list[RunConfig]) -> dict[str, float]:
     """A group's planned seconds on the GPU, by part: launches, qr, arithmetic (the step's larger
     part is counted, the other shown at zero), and evaluation."""
     from .memory import step_floats
-    from .plan import step_flops
     from .train import EVAL_CHUNK
     from .workload import evaluation_steps
 
     base, depths = group[0], [c.depth for c in group]
     launches = kernels_per_step(group) * LAUNCH
     qr = base.batch_size * QR_PER_MATRIX
-    arithmetic = max(step_flops(base, depths) / FLOPS, FLOAT * step_floats(base, depths, base.batch_size) / BANDWIDTH)
+    arithmetic = max(model_flops(base, depths) / FLOPS, FLOAT * step_floats(base, depths, base.batch_size) / BANDWIDTH)
     host = launches + qr
     curve = min(base.curve_contexts, base.eval_contexts)
     chunks = (base.eval_points + 1) * math.ceil(curve / EVAL_CHUNK) + 4 * math.ceil(base.eval_contexts / EVAL_CHUNK)

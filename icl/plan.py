@@ -95,20 +95,9 @@ def critical_first(names: list[str], cost: dict[str, float], needs: dict[str, tu
     return sorted(names, key=lambda n: -length(n))
 
 
-def step_flops(cfg: RunConfig, depths: list[int]) -> float:
-    """Estimated FLOPs of one training step of a group (forward and backward, about three forward
-    passes): per layer and context, the query row (softmax, d^2 + 2 P d multiply-adds), a linear
-    update (4 d^2 + 2 d), or every token's P x P attention (context updates and the shared stream,
-    2 P^2 k + 2 P d k + P^2 D)."""
-    d, P, k, B, T = cfg.dim, cfg.context_length, cfg.resolved_key_dim, cfg.batch_size, sum(depths)
-    D = d + 1 if cfg.model == "shared_stream" else d
-    per_layer = {"softmax": d * d + 2 * P * d, "untied_values": d * d + 2 * P * d, "linear": 4 * d * d + 2 * d,
-                 "context_updates": 2 * P * P * k + 2 * P * d * k + P * P, "shared_stream": 2 * P * P * k + 2 * P * D * k + P * P * D}
-    return 3 * 2 * B * T * per_layer[cfg.model]
-
-
 def notebook_plan(runs: list[RunConfig], device: str) -> dict:
     """Runs, groups, steps, FLOPs, the largest group's memory against the device's, and the time."""
+    from .gpu_plan import model_flops
     from .memory import estimate_bytes, memory_limit
     from .sweep import groups
     from .workload import estimate
@@ -124,7 +113,7 @@ def notebook_plan(runs: list[RunConfig], device: str) -> dict:
     else:
         (limit, what), paper = memory_limit(device), None
     return {"runs": len(runs), "groups": len(todo), "steps": sum(g[0].steps for g in todo),
-            "flops": sum(g[0].steps * step_flops(g[0], [c.depth for c in g]) for g in todo),
+            "flops": sum(g[0].steps * model_flops(g[0], [c.depth for c in g]) for g in todo),
             "memory": memory, "limit": limit, "limit_what": what,
             "seconds": paper["seconds"] if paper else estimate(todo)["seconds"], "gpu_parts": paper}
 
