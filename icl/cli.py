@@ -3,7 +3,6 @@ names the key, the value and what is allowed; no traceback."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import errno
 import importlib
 import json

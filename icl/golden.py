@@ -11,7 +11,7 @@ import os
 import sys
 
 from .reproduce import NOTEBOOKS, run_all
-from .staging import profile_root
+from .parameters import profile_root
 
 
 def add_arguments(p) -> None:

@@ -35,7 +35,7 @@ def settings(root: Path, name: str, params: dict):
     """A notebook's validated Settings from its parameters (`reproduce.notebook_parameters`), as its
     parameters cell would make them (no output folder is made)."""
     from . import notebook as nb
-    from .reproduce import declared_parameters
+    from .parameters import declared_parameters
 
     declared = declared_parameters(root, name)
     nb.end_of_parameters(declared)
@@ -45,7 +45,7 @@ def settings(root: Path, name: str, params: dict):
 def notebook_runs(root: Path, profile: str, name: str, params: dict) -> list[RunConfig]:
     """Every config a notebook trains with `params` (none for one that trains nothing)."""
     from . import grids
-    from .reproduce import notebook_parameters
+    from .parameters import notebook_parameters
 
     of = {"01_easy_linear": grids.easy_linear, "02_easy_nonlinear": grids.easy_nonlinear, "03_difficult": grids.difficult,
           "04_generalized": grids.generalized, "06_regimes": grids.regimes,
@@ -120,7 +120,7 @@ def notebook_plan(runs: list[RunConfig], device: str) -> dict:
 
 def plan(root: Path, profile: str, names: list[str], device: str, overrides: dict | None = None, log=print) -> dict:
     """The plan of every notebook in `names`; ConfigError when a notebook's largest group cannot fit."""
-    from .reproduce import notebook_parameters
+    from .parameters import notebook_parameters
     from .train import resolve_device
     from .workload import duration, size
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from . import claim_report, summary
 from .config import ConfigError
 from .paths import repo_root
-from .staging import NOTEBOOKS, PROFILES, profile_root
+from .parameters import NOTEBOOKS, PROFILES, profile_root
 
 REGIMES = "06_regimes"
 

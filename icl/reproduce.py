@@ -13,8 +13,6 @@ finished. Its workers and kernels end with it, and the next run of the profile w
 """
 from __future__ import annotations
 
-import ast
-import json
 import os
 import re
 import sys
@@ -26,69 +24,20 @@ from pathlib import Path
 from . import paths, processes
 from .processes import cores
 from .report import profile_report as write_report, record_times
-from .staging import (NEEDS, NOTEBOOKS, PROFILES, check_destinations, destinations, profile_root, publish,
-                      readable_timings, report_folder, staging_folder, staging_paths)
+from .parameters import (NEEDS, NOTEBOOKS, PROFILES, check_parameters, declared_parameters, notebook_parameters,
+                         profile_root)
+from .staging import (check_destinations, destinations, publish, readable_timings, report_folder, staging_folder,
+                      staging_paths)
 from .config import EXCERPT, ConfigError, excerpt
 from .plan import SMOKE
 from .suggest import did_you_mean
-from .sweep import load_yaml, read_yaml
+from .sweep import load_yaml
 
 DEVICES = ("auto", "cpu", "cuda")
 # The kernel draws with the inline backend whatever MPLBACKEND the caller has (Agg would leave
 # the executed notebooks without figures); icl.plots.style() switches to it as well.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-
-
-def declared_parameters(root: Path, name: str) -> dict:
-    """The notebook's parameters and their defaults, read from its `parameters` cell (every
-    top-level `name = literal`; papermill.inspect_notebook misreads a cell whose last line is
-    a call, as ours is)."""
-    nb = json.loads((root / "notebooks" / f"{name}.ipynb").read_text())  # json: nbformat takes seconds to import
-    cell = next((c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])), None)
-    source = "".join(cell["source"]) if cell is not None else ""
-    declared = {}
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
-                declared[node.targets[0].id] = ast.literal_eval(node.value)
-            except ValueError:  # not a literal: the notebook checks it itself when it runs
-                declared[node.targets[0].id] = NOT_LITERAL
-    return declared
-
-
-NOT_LITERAL = object()
-
-
-def notebook_parameters(root: Path, profile: str, name: str, device: str | None, overrides: dict | None = None,
-                        threads: int | None = None) -> dict:
-    """The profile's parameters of one notebook, with the device, thread count and any
-    command-line overrides that the notebook declares. Its outputs go to the profile's folder
-    (outputs/ for quick, outputs/<profile>/ otherwise); the notebook's own default, for a run
-    outside `icl reproduce`, is a scratch folder."""
-    params = {"output_dir": f"{profile_root(profile)}/{name}", **read_yaml(root / "params" / profile / f"{name}.yaml")}
-    declared = declared_parameters(root, name)
-    if device and "device" in declared:  # notebooks that train nothing take no device
-        params["device"] = device
-    if threads and "threads" in declared:
-        params["threads"] = threads
-    params.update({k: v for k, v in (overrides or {}).items() if k in declared})
-    return params
-
-
-def check_parameters(root: Path, name: str, params: dict) -> None:
-    """Run the notebook's own parameter checks (icl.notebook.parameters) here, before any kernel
-    starts: a bad value is a ConfigError naming the notebook, the key and what is allowed."""
-    from . import notebook as nb
-
-    defaults = declared_parameters(root, name)
-    if any(v is NOT_LITERAL for v in defaults.values()):
-        return  # the notebook checks them itself when it runs
-    try:
-        nb.end_of_parameters(defaults)
-        nb.parameters({**defaults, **params}, make_outputs=False)
-    except ConfigError as err:
-        raise ConfigError(f"{name}: {err}") from None
 
 
 def check_device(params: dict) -> None:
