@@ -27,7 +27,7 @@ STAMP    := $(VENV)/.installed
 # different TORCH triggers a reinstall while an unchanged one leaves the stamp up to date.
 TORCHSPEC := $(VENV)/.torch-spec
 
-.PHONY: help install test test-fast variants reproduce golden lab bench sync clean FORCE
+.PHONY: help install lock site test-site test test-fast variants reproduce golden lab bench sync clean FORCE
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -37,18 +37,22 @@ $(TORCHSPEC): FORCE
 	@mkdir -p $(VENV)
 	@echo '$(TORCH)' | cmp -s - $@ || echo '$(TORCH)' > $@
 
+# Every package but torch comes from requirements.lock, checked against its hashes; torch's build
+# is TORCH's choice (its pure-Python dependencies are in the lock); icl itself goes in last, with
+# no dependency resolution of its own and the lock's setuptools (no build environment fetched).
 # A changed TORCH on an installed .venv uninstalls torch first: pip would take torch==2.13.0 as
 # satisfied by the 2.13.0+cpu build already there (and a CUDA build needs its own dependencies).
 # The run cache in outputs/runs stays.
-$(STAMP): pyproject.toml $(TORCHSPEC)
+$(STAMP): pyproject.toml requirements.lock $(TORCHSPEC)
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
 	$(if $(and $(wildcard $(STAMP)),$(filter $(TORCHSPEC),$?)),$(VPY) -m pip uninstall -q -y torch)
+	$(VPY) -m pip install -q --require-hashes -r requirements.lock
 	$(VPY) -m pip install -q $(TORCH)
-	$(VPY) -m pip install -q -e .
+	$(VPY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
-install: $(STAMP) ## create .venv with torch (TORCH) and the icl package (editable)
+install: $(STAMP) ## create .venv from requirements.lock, with torch (TORCH) and the icl package (editable)
 
 test: install ## unit tests, then nbval on tests/golden/*.ipynb, here and as on a second CPU
 	$(TESTENV) $(VPY) -m pytest tests -q
@@ -88,6 +92,39 @@ bench: install ## benchmark the fast model against plain full attention
 
 sync: install ## re-pair notebooks/*.py with their .ipynb (jupytext --sync)
 	if ls notebooks/*.py >/dev/null 2>&1; then $(VENV)/bin/jupytext --sync notebooks/*.py; fi
+
+# The lock files, re-solved with pip-tools in a venv of their own under build/ (never in .venv).
+# torch is left out of both (TORCH installs it); its version here only steers the resolution.
+LOCKVENV   := $(CURDIR)/build/lock-venv
+PIPCOMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(LOCKVENV)/bin/pip-compile -q --generate-hashes \
+  --strip-extras --no-emit-index-url --no-emit-find-links --unsafe-package torch
+LOCKNOTE1  := \# torch is not in this file: the Makefile's TORCH variable, the one place it lives, picks
+LOCKNOTE2  := \# its build (CPU here, a CUDA wheel on a GPU machine); make install installs it after this file.
+lock: ## re-solve requirements.lock and website/requirements.lock (hashes) from pyproject.toml
+	$(PYTHON) -m venv $(LOCKVENV)
+	$(LOCKVENV)/bin/pip install -q pip-tools==7.6.2
+	echo '$(firstword $(TORCH))' > build/torch-constraint.txt
+	$(PIPCOMPILE) --build-deps-for editable -c build/torch-constraint.txt -o requirements.lock pyproject.toml
+	cd website && $(PIPCOMPILE) -o requirements.lock requirements.in
+	for f in requirements.lock website/requirements.lock; do \
+	  { printf '%s\n' "$(LOCKNOTE1)" "$(LOCKNOTE2)"; cat $$f; } > $$f.new && mv $$f.new $$f; done
+
+# The website: the executed notebooks in outputs/ and outputs/REPORT.md, rendered by Sphinx and
+# myst-nb without running a cell (website/conf.py), into build/site/.
+SITE_STAMP := $(VENV)/.site-installed
+$(SITE_STAMP): website/requirements.lock $(STAMP)
+	$(VPY) -m pip install -q --require-hashes -r website/requirements.lock
+	touch $@
+
+site: $(SITE_STAMP) ## build the results website build/site/ from outputs/ (no re-execution); open build/site/index.html
+	rm -rf build/site-src build/site
+	mkdir -p build/site-src
+	cp website/index.md outputs/REPORT.md build/site-src/
+	for d in outputs/[0-9][0-9]_*/; do ln -s "$(CURDIR)/$$d" build/site-src/; done
+	$(VENV)/bin/sphinx-build -q -b html -c website build/site-src build/site
+
+test-site: site ## load every page of build/site/ in headless Chromium: each loads, every image is there
+	ICL_SITE_TEST=1 $(TESTENV) $(VPY) -m pytest tests/test_site.py -q
 
 clean: ## remove .venv and the run cache outputs/runs
 	rm -rf $(VENV) outputs/runs
