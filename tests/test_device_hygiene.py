@@ -66,9 +66,10 @@ def test_a_changed_torch_reinstalls_torch_and_keeps_the_run_cache(tmp_path):
                        env={**os.environ, "LOG": str(log)}, check=True, capture_output=True)
         return log.read_text().splitlines()
 
-    assert install("torch==2.13.0") == ["-m pip install -q --upgrade pip", "-m pip install -q torch==2.13.0",
-                                        "-m pip install -q -e ."]
+    lock, editable = "-m pip install -q --require-hashes -r requirements.lock", "-m pip install -q --no-deps --no-build-isolation -e ."
+    assert install("torch==2.13.0") == ["-m pip install -q --upgrade pip", lock, "-m pip install -q torch==2.13.0",
+                                        editable]
     assert install("torch==2.13.0") == []  # unchanged: nothing to do
     cuda = "torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
-    assert install(cuda)[1:3] == ["-m pip uninstall -q -y torch", f"-m pip install -q {cuda}"]
+    assert install(cuda)[1:4] == ["-m pip uninstall -q -y torch", lock, f"-m pip install -q {cuda}"]
     assert runs.exists() == before
