@@ -22,12 +22,12 @@ REGIMES = "06_regimes"
 def regime_section(base: Path) -> str:
     """What a reader should see first: the bound, where inverse-depth decay appears, the full-rank
     result and the regime figure, in numbers from notebook 06 (empty if it has not run)."""
-    path = base / REGIMES / "results.json"
-    if not path.exists():
+    data = summary.results(base, REGIMES)
+    if data is None:
         return ""
     import pandas as pd
 
-    rows = json.loads(path.read_text())["numbers"]["regimes"]
+    rows = data["numbers"]["regimes"]
     table = pd.DataFrame(rows)
     full, limited = table[table.key_dim == table.dim], table[table.key_dim < table.dim]
     lines = ["## Why depth helps softmax attention here, and where it does not\n",
@@ -73,11 +73,13 @@ PIPELINE_ONLY = ("**These verdicts only test the pipeline.** The ci profile and 
 def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
     """REPORT.md and claims.json in `base` (a profile's outputs): one row per claim, from the
     results.json of each of `notebooks`, then the headline tables and one section per claim."""
-    rows = []
+    rows, unreadable = [], []
     for name in notebooks:
-        path = base / name / "results.json"
-        if path.exists():
-            rows += [{**c, "notebook": name} for c in json.loads(path.read_text())["claims"]]
+        data = summary.results(base, name)
+        if data is not None:
+            rows += [{**c, "notebook": name} for c in data.get("claims", [])]
+        elif (base / name / "results.json").exists():
+            unreadable.append(name)
     rows.sort(key=claim_order)
     (base / "claims.json").write_text(json.dumps(rows, indent=1))
     times = json.loads((base / "timings.json").read_text()) if (base / "timings.json").exists() else {}
@@ -87,7 +89,7 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
             "Each claim of the paper in our words (C1–C10) and of our own regime map and mechanism (R1–R6), "
             "with the verdict under the criterion its notebook states before the numbers are computed. A number "
             "is given as value [95 % interval over seeds]; ✓ a check holds, ✗ it fails.\n\n"
-            + failure_lines(times) + claims_at_a_glance(rows, root, base)
+            + failure_lines(times) + unreadable_lines(unreadable) + claims_at_a_glance(rows, root, base)
             + summary.alpha_answer(base)
             + section("C4's exponents (notebook 03)", summary.c4_table(base), summary.fit_sensitivity(base, limits))
             + regime_section(base) + section("The mechanism (notebook 07)", summary.mechanism_table(root, base),
@@ -154,6 +156,13 @@ def failure_lines(times: dict) -> str:
              + (f"; log: `{t['log']}`" if t.get("log") else "")
              + "). Its rows below, if any, come from its previous complete run.\n"
              for name, t in sorted(times.items()) if t.get("status", "ok") != "ok"]
+    return "".join(lines) + ("\n" if lines else "")
+
+
+def unreadable_lines(names: list[str]) -> str:
+    """A warning for each notebook whose results.json cannot be read: its claims are left out."""
+    lines = [f"> **`{name}/results.json` cannot be read** (a merge conflict or a cut-off copy?): its claims are "
+             f"left out below; run `icl reproduce --only {name}` to write it again.\n" for name in names]
     return "".join(lines) + ("\n" if lines else "")
 
 

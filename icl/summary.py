@@ -15,9 +15,15 @@ from .claim_report import summary_table
 BEGIN, END = "<!-- results: generated from outputs/ by `icl reproduce` or `icl report`; edits here are overwritten -->", "<!-- /results -->"
 
 
-def _results(base: Path, name: str) -> dict | None:
-    path = base / name / "results.json"
-    return json.loads(path.read_text()) if path.exists() else None
+def results(base: Path, name: str) -> dict | None:
+    """A notebook's results.json, or None where it has not run or cannot be read (a merge conflict, a
+    truncated copy): the report then leaves that notebook out and says so (icl.report), rather than
+    failing whole."""
+    try:
+        data = json.loads((base / name / "results.json").read_text())
+    except (OSError, ValueError):  # missing, unreadable, not JSON or not UTF-8
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _interval(row: dict, name: str, digits: int = 2) -> str:
@@ -39,7 +45,7 @@ def alpha_answer(base: Path) -> str:
     """One sentence: the cells (notebook 03's headline sweeps, notebook 06's map) whose 95 % interval
     of alpha contains 1, and those whose interval does not."""
     cells = []
-    r03, r06 = _results(base, "03_difficult"), _results(base, "06_regimes")
+    r03, r06 = results(base, "03_difficult"), results(base, "06_regimes")
     for row in (r03 or {}).get("numbers", {}).get("table1", []):
         cells.append((f"k={row['key_dim']}, (a, b) = ({row['input_exponent']:g}, {row['task_exponent']:g})", row))
     for row in (r06 or {}).get("numbers", {}).get("regimes", []):
@@ -56,7 +62,7 @@ def alpha_answer(base: Path) -> str:
 
 def c4_table(base: Path) -> str:
     """Notebook 03's headline exponents: alpha [95 %] per key_dim and spectrum, with seeds."""
-    r = _results(base, "03_difficult")
+    r = results(base, "03_difficult")
     rows = (r or {}).get("numbers", {}).get("table1", [])
     if not rows:
         return ""
@@ -75,7 +81,7 @@ def fit_sensitivity(base: Path, limits: str) -> str:
     depth 1 out of the fit moves alpha far more than the seeds do. Fits whose standard error exceeds
     alpha (full rank, a flat curve) are left out: their digits mean nothing. `limits`: the link to
     docs/limits.md from where the sentence is shown."""
-    r = _results(base, "05_fitting_appendix")
+    r = results(base, "05_fitting_appendix")
     rows = [x for x in (r or {}).get("numbers", {}).get("fit_sensitivity", [])
             if (x["input_exponent"], x["task_exponent"]) == (0, 0) and "standard error" not in (x.get("fit_problem") or "")]
     protocol = {x["key_dim"]: x for x in rows if x["fit"].startswith("protocol")}
@@ -92,7 +98,7 @@ def fit_sensitivity(base: Path, limits: str) -> str:
 
 def regime_table(base: Path) -> str:
     """Notebook 06's cells: R_1, R_deepest, alpha [95 %] and the bounds."""
-    r = _results(base, "06_regimes")
+    r = results(base, "06_regimes")
     rows = (r or {}).get("numbers", {}).get("regimes", [])
     if not rows:
         return ""

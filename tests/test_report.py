@@ -114,3 +114,21 @@ def test_icl_report_rewrites_the_report_from_results_on_disk_running_nothing(tmp
     assert "| C4 | partly reproduced |" in text and json.loads((base.parent / "claims.json").read_text())[0]["id"] == "C4"
     assert main(["report", "--profile", "paper"]) == 2  # nothing to report on: one line, no traceback
     assert "no folder" in capsys.readouterr().err
+
+
+def test_an_unreadable_results_json_costs_its_claims_not_the_report(tmp_path):
+    """A results.json with merge-conflict markers made write_report raise (JSONDecodeError): no
+    REPORT.md, no claims.json for any notebook."""
+    base = tmp_path / "outputs" / "ci"
+    for name in ("01_easy_linear", "03_difficult", "06_regimes"):
+        (base / name).mkdir(parents=True)
+    (base / "01_easy_linear" / "results.json").write_text(json.dumps({"claims": [claim("C1", "")]}))
+    conflict = '<<<<<<< HEAD\n{"claims": []}\n=======\n{"claims": []}\n>>>>>>> theirs\n'
+    (base / "03_difficult" / "results.json").write_text(conflict)
+    (base / "06_regimes" / "results.json").write_bytes(b'{"claims": [')  # cut off
+
+    text = write_report(tmp_path, "ci").read_text()
+
+    assert [row["id"] for row in json.loads((base / "claims.json").read_text())] == ["C1"]
+    assert "`03_difficult/results.json` cannot be read" in text and "`06_regimes/results.json` cannot be read" in text
+    assert "icl reproduce --only 03_difficult" in text
