@@ -15,6 +15,7 @@ from . import claim_report, summary
 from .config import ConfigError
 from .paths import repo_root
 from .parameters import NOTEBOOKS, PROFILES, profile_root
+from .staging import readable_timings
 
 REGIMES = "06_regimes"
 
@@ -82,7 +83,7 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
             unreadable.append(name)
     rows.sort(key=claim_order)
     (base / "claims.json").write_text(json.dumps(rows, indent=1))
-    times = json.loads((base / "timings.json").read_text()) if (base / "timings.json").exists() else {}
+    times = read_times(base / "timings.json")
     limits = os.path.relpath(root / "docs" / "limits.md", base)
     pipeline_only = profile == "ci" or "smoke" in base.parts  # `--smoke` writes under outputs/smoke/PROFILE
     text = ((PIPELINE_ONLY if pipeline_only else "") + f"# Reproduction report ({profile} profile)\n\n"
@@ -159,6 +160,16 @@ def failure_lines(times: dict) -> str:
     return "".join(lines) + ("\n" if lines else "")
 
 
+def read_times(path: Path) -> dict:
+    """timings.json, or nothing where it is missing or cannot be read (`staging.readable_timings`
+    names and removes such a file before a run or `icl report`): the times never cost the report."""
+    try:
+        times = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return times if isinstance(times, dict) and all(isinstance(t, dict) for t in times.values()) else {}
+
+
 def unreadable_lines(names: list[str]) -> str:
     """A warning for each notebook whose results.json cannot be read: its claims are left out."""
     lines = [f"> **`{name}/results.json` cannot be read** (a merge conflict or a cut-off copy?): its claims are "
@@ -204,5 +215,6 @@ def run(args) -> int:
     base = root / (args.outputs or profile_root(args.profile))
     if not base.is_dir():
         raise ConfigError(f"outputs: no folder {base}; run `icl reproduce --profile {args.profile}` first")
+    readable_timings(base / "timings.json", print)
     print(profile_report(root, args.profile, base).relative_to(root))
     return 0

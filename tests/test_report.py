@@ -132,3 +132,22 @@ def test_an_unreadable_results_json_costs_its_claims_not_the_report(tmp_path):
     assert [row["id"] for row in json.loads((base / "claims.json").read_text())] == ["C1"]
     assert "`03_difficult/results.json` cannot be read" in text and "`06_regimes/results.json` cannot be read" in text
     assert "icl reproduce --only 03_difficult" in text
+
+
+def test_icl_report_names_and_rebuilds_an_unreadable_timings_json(tmp_path, monkeypatch, capsys):
+    """`icl report` read timings.json as it was: merge-conflict markers in it raised
+    JSONDecodeError, and no report was written."""
+    from icl import report
+
+    base = tmp_path / "outputs" / "ci"
+    (base / "01_easy_linear").mkdir(parents=True)
+    (base / "01_easy_linear" / "results.json").write_text(json.dumps({"claims": [claim("C1", "")]}))
+    (base / "timings.json").write_text("<<<<<<< HEAD\n{}\n=======\n")
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "icl").mkdir()
+    monkeypatch.chdir(tmp_path)
+
+    assert report.run(type("Args", (), {"profile": "ci", "outputs": None})()) == 0
+
+    assert "timings.json could not be read" in capsys.readouterr().out
+    assert not (base / "timings.json").exists() and "C1" in (base / "REPORT.md").read_text()
