@@ -29,7 +29,8 @@ NEWS_OFF = {"fetchNews": "false", "checkForUpdates": False}
 
 
 def strip_outputs(nb: dict) -> dict:
-    """The notebook (an nbformat 4 dict, changed in place) without outputs or execution counts."""
+    """The notebook (an nbformat 4 dict, changed in place) without outputs, execution counts or
+    the kernel metadata a run adds."""
     for cell in nb.get("cells", []):
         if cell.get("cell_type") == "code":
             cell["outputs"], cell["execution_count"] = [], None
