@@ -52,7 +52,14 @@ $(STAMP): pyproject.toml requirements.lock $(TORCHSPEC)
 	$(VPY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
-install: $(STAMP) ## create .venv from requirements.lock, with torch (TORCH) and the icl package (editable)
+# JupyterLab's settings, written into the environment with it (icl/lab.py says what they are), so
+# that a plain `.venv/bin/jupyter lab` opens .py notebooks as notebooks and never saves outputs into
+# notebooks/*.ipynb, as `make lab` does. The file named is the last one written.
+LABSETTINGS := $(VENV)/etc/jupyter/jupyter_server_config.json
+$(LABSETTINGS): $(STAMP) icl/lab.py
+	$(VPY) -m icl.lab $(VENV)
+
+install: $(STAMP) $(LABSETTINGS) ## create .venv from requirements.lock, with torch (TORCH), the icl package (editable) and the lab's settings
 
 test: install ## unit tests, then nbval on tests/golden/*.ipynb, here and as on a second CPU
 	$(TESTENV) $(VPY) -m pytest tests -q
@@ -74,17 +81,7 @@ golden: install ## regenerate tests/golden/*.ipynb at the ci profile
 # --allow-root: containers and CI machines often run as root, where JupyterLab refuses to start
 # without it (it changes nothing for other users). The root folder is the repository, so that
 # notebooks/ and the executed copies in outputs/ are both a click away.
-# A .py notebook opens as a notebook on double-click: jupytext's viewer is made the default for
-# Python files in this environment's JupyterLab settings (not the user's).
-LABVIEWER := $(VENV)/etc/jupyter/labconfig/default_setting_overrides.json
-# and JupyterLab's "get notified about official Jupyter news?" pop-up switched off for this lab.
-$(LABVIEWER): $(STAMP)
-	$(VENV)/bin/jupytext-config --settings-file $@ set-default-viewer python
-	$(VPY) -c 'import json, sys; p = sys.argv[1]; s = json.load(open(p)); \
-	  s["@jupyterlab/apputils-extension:notification"] = {"fetchNews": "false", "checkForUpdates": False}; \
-	  json.dump(s, open(p, "w"), indent=2)' $@
-
-lab: install $(LABVIEWER) ## open the repository (notebooks/, outputs/) in JupyterLab; .py notebooks open as notebooks
+lab: install ## open the repository (notebooks/, outputs/) in JupyterLab; .py notebooks open as notebooks
 	$(VENV)/bin/jupyter lab --allow-root --ServerApp.root_dir="$(CURDIR)"
 
 bench: install ## benchmark the fast model against plain full attention

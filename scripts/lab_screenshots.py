@@ -36,7 +36,7 @@ def browser() -> str:
 
 
 def lab_command() -> list[str]:
-    subprocess.run(["make", "-s", ".venv/etc/jupyter/labconfig/default_setting_overrides.json"], cwd=ROOT, check=True)
+    subprocess.run(["make", "-s", "install"], cwd=ROOT, check=True)
     lines = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
     return shlex.split(next(line for line in reversed(lines) if "jupyter lab" in line))
 

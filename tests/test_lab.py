@@ -17,9 +17,8 @@ pytestmark = pytest.mark.slow  # every test here starts a Jupyter server
 
 
 def lab_command() -> list[str]:
-    """The last command of `make -n lab` (the jupyter one), after making its settings file."""
-    subprocess.run(["make", "-s", ".venv/etc/jupyter/labconfig/default_setting_overrides.json"], cwd=ROOT,
-                   check=True, capture_output=True)
+    """The last command of `make -n lab` (the jupyter one), after `make install` wrote the lab's settings."""
+    subprocess.run(["make", "-s", "install"], cwd=ROOT, check=True, capture_output=True)
     lines = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
     command = shlex.split(next(line for line in reversed(lines) if "jupyter lab" in line))
     assert "--allow-root" in command
