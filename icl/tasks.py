@@ -92,15 +92,16 @@ def cholesky_orthogonal_factor(g: torch.Tensor) -> torch.Tensor:
     """O of g = O R with diag(R) > 0 (n, d, d), by shifted Cholesky QR done three times in float64
     (Fukaya et al., SIAM J. Sci. Comput. 42, 2020): each pass is one batched product G^T G = R^T R,
     one batched Cholesky and one batched triangular solve Q = G R^-1, so the whole batch costs
-    about 15 kernels whatever n and d are (cuSOLVER's QR: one matrix after another). Cholesky's R
+    17 torch operations whatever n and d are (cuSOLVER's QR: one matrix after another). Cholesky's R
     has a positive diagonal, so O needs no sign fix and is the same Haar O as torch.linalg.qr's,
     sign-fixed: within 1e-7 of LAPACK's float64 QR, and orthogonal to 1e-7, at d up to 64 (tests/
     test_rotations.py). Why this and not the alternatives:
-    - Householder QR in batched torch ops is as accurate (1e-6 in float32) but launches about ten
-      kernels per column: 400-1,600 a step at d = 16-64, against about 15 here;
-    - plain Cholesky QR twice needs cond(G)^2 eps < 1; a Gaussian d x d matrix has cond(G) > t with
-      probability about 2d/t, so in float32 (cond up to ~4,000) it fails on a few matrices in a
-      hundred at d = 64, and in float64 (~1e7) on tens of thousands of the paper profile's ~2e9.
+    - Householder QR in batched torch ops is as accurate (1e-6 in float32) but launches 10 to 25
+      kernels per column: 405-1,605 operations a batch as tried at d = 16-64, against 17 here;
+    - plain Cholesky QR twice needs cond(G)^2 eps < 1, about; a Gaussian d x d matrix has cond(G) > t
+      with probability about 2d/t, so in float32 (measured: up to cond ~1e4) it fails on about one
+      matrix in a hundred at d = 64, and in float64 (~1e8) on about a thousand of the paper
+      profile's 2.4e9.
       The shift (11 (2d^2 + d) u |G|_F^2 on the Gram's diagonal, u = 2^-53) keeps the first
       Cholesky defined, and the two passes after it restore orthogonality to float64 precision,
       up to cond(G) ~ 1e13 at d = 64 (measured): ~1e-12 of the matrices fail, giving NaNs (a

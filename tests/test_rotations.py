@@ -67,7 +67,8 @@ def test_on_a_device_the_rotations_are_batched_kernels_without_host_round_trips(
             q = orthogonal_factor(g)
     assert q.device.type == NAME and q.dtype == torch.float32
     assert not any(name.startswith("linalg_qr") or name.startswith("geqrf") for name in ops.names), ops.names
-    assert len([n for n in ops.names if not n.startswith(("view", "diagonal", "transpose", "unsqueeze", "expand"))]) <= 20
+    views = ("view", "diagonal", "transpose", "unsqueeze", "expand")
+    assert len([n for n in ops.names if not n.startswith(views)]) <= 20  # the same at any batch size
     assert watch.summary() == {"h2d": 1}, watch.describe()  # only the test's own copy of g
     assert orthogonality_error(q.inner) < 1e-6
 
