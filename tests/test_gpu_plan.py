@@ -1,5 +1,5 @@
 """`icl reproduce --plan --device cuda` plans a profile on an H100-class GPU on paper, on any machine:
-a fixed cost per step (kernels launched, the looped QR) beside the arithmetic."""
+a fixed cost per step (kernels launched, the rotations' among them) beside the arithmetic."""
 import pytest
 import torch
 
@@ -26,10 +26,23 @@ def test_a_step_costs_the_larger_of_its_fixed_cost_and_its_arithmetic(monkeypatc
     parts = gpu_plan.group_seconds(g)
     kernels = gpu_plan.kernels_per_step(g)
     assert parts["launches"] == pytest.approx(g[0].steps * kernels * gpu_plan.LAUNCH)
-    assert parts["qr"] == pytest.approx(g[0].steps * g[0].batch_size * gpu_plan.QR_PER_MATRIX) and parts["arithmetic"] == 0
+    assert parts["arithmetic"] == 0
     monkeypatch.setattr(gpu_plan, "FLOPS", 1.0)  # a GPU of one FLOP/s: the arithmetic is all there is
     slow = gpu_plan.group_seconds(g)
-    assert slow["launches"] == slow["qr"] == 0 and slow["arithmetic"] > parts["launches"] + parts["qr"]
+    assert slow["launches"] == 0 and slow["arithmetic"] > parts["launches"]
+
+
+def test_the_rotations_cost_their_batched_kernels_not_one_qr_per_matrix():
+    # A step counted on the CPU (LAPACK's QR: 3 operations) is planned with the device's rotations:
+    # about 15 batched kernels, the same at any batch size; nothing is charged per matrix.
+    from icl.tasks import cholesky_orthogonal_factor, orthogonal_factor
+
+    g = torch.eye(4).repeat(2, 1, 1)
+    assert 10 <= gpu_plan.operations(lambda: cholesky_orthogonal_factor(g)) <= 20
+    assert gpu_plan.operations(lambda: orthogonal_factor(g)) == 3
+    small, large = group("softmax", [1, 2]), [c.replace(batch_size=64) for c in group("softmax", [1, 2])]
+    steps = [{k: v for k, v in gpu_plan.group_seconds(g).items() if k != "evaluation"} for g in (small, large)]
+    assert steps[0] == steps[1] and steps[0]["launches"] > 0
 
 
 def test_the_plan_of_a_gpu_prints_on_a_machine_without_one(capsys, monkeypatch):
