@@ -109,14 +109,15 @@ def heads_and_loops(s) -> dict[str, list[RunConfig]]:
     (c) train with notebook 04's protocol (the context_* values)."""
     base = dict(task="difficult", top_k=s["top_k"], model="softmax")
     spectrum = [s["spectra"][0]]
-    heads = [s.grid([L for L in s["depths"] if L * h <= s["max_total_heads"]], s["seeds"], spectrum,
-                    key_dim=k, heads=h, **base)
+    depths_of = lambda h: s["depths"] if h == 1 else [L for L in s["head_depths"]
+                                                       if L * h <= s["max_total_heads"]]
+    heads = [s.grid(depths_of(h), s["seeds"], spectrum, key_dim=k, heads=h, **base)
              for k in s["head_ranks"] for h in s["head_counts"] if h * k <= s["dim"]]
     context = dict(task="difficult", top_k=s["top_k"], steps=s["context_steps"],
                    batch_size=s["context_batch_size"], learning_rate=s["context_learning_rate"],
                    eval_contexts=s["context_eval_contexts"], eval_points=s["context_eval_points"])
     h, k = s["stream_heads"], s["dim"] // s["stream_heads"]
-    stream = [s.grid(s["stream_depths"], s["context_seeds"], spectrum, model="shared_stream", key_dim=kd,
+    stream = [s.grid(s["stream_depths"], s["stream_seeds"], spectrum, model="shared_stream", key_dim=kd,
                      heads=n, **context) for n, kd in ((h, k), (1, s["dim"]), (1, k))]
     loops = [s.grid(s["loop_depths"], s["loop_seeds"] if m == "softmax" else s["context_seeds"],
                     spectrum, model=m, key_dim=s["loop_key_dim"], tie_layers=tied, **context)

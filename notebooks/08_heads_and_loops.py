@@ -33,8 +33,8 @@
 #
 # **Setup.** (a) The controlled softmax model on notebook 03's task and protocol (top-2, isotropic
 # spectrum, d = 16, P = 64 at the quick profile), every head count h of `head_counts` at every
-# head rank k of `head_ranks` with h·k ≤ d, at the depths with L·h ≤ `max_total_heads`; its h = 1
-# sweeps are notebook 03's runs (the same configs: the run cache serves them). (b) The shared
+# head rank k of `head_ranks` with h·k ≤ d; h = 1 at notebook 03's depths (its runs: the same
+# configs, which the run cache serves), h > 1 at the `head_depths` with L·h ≤ `max_total_heads`. (b) The shared
 # stream with `stream_heads` heads of rank d/h beside one head of rank d and one of rank d/h, and
 # (c) untied and looped stacks of `loop_models` at head rank `loop_key_dim`, both on notebook 04's
 # protocol (the `context_*` values; its untied runs are served by the cache).
@@ -71,9 +71,10 @@ eval_contexts = 16384
 curve_contexts = 2048
 fit_contexts = 2048  # contexts that icl.bounds fits its temperatures and readouts on
 spectra = [[0.0, 0.0]]  # the first one is used: [input_exponent, task_exponent]
-depths = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64]  # (a) depths of h = 1; h > 1 keeps those with L h <= max_total_heads
+depths = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64]  # (a) depths of h = 1 (notebook 03's)
+head_depths = [1, 2, 4, 8, 16, 32, 64]  # (a) depths of h > 1, those with L h <= max_total_heads
 seeds = [0, 1, 2, 3, 4]
-head_counts = [1, 2, 4]  # h of (a)
+head_counts = [1, 2, 4]  # h of (a): 1 must be there, the stacks of h > 1 are judged against it
 head_ranks = [4, 8]  # k of (a); every h with h k <= dim
 max_total_heads = 64
 context_steps = 1000  # (b) and (c): notebook 04's protocol, so that its untied runs are shared
@@ -81,7 +82,8 @@ context_batch_size = 64
 context_learning_rate = 0.01
 context_eval_contexts = 1024
 context_eval_points = 10
-context_seeds = [0, 1]  # seeds of the shared-stream and context-update sweeps
+context_seeds = [0, 1]  # seeds of the shared-stream and context-update loops of (c)
+stream_seeds = [0, 1]  # seeds of (b): heads run on the torch path there, the C kernel has one head
 stream_heads = 4  # (b) h, with head rank dim / h (h k = d)
 stream_depths = [1, 2, 4, 8, 16]
 loop_models = ["softmax", "shared_stream", "context_updates"]  # (c)
