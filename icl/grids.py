@@ -117,8 +117,8 @@ def heads_and_loops(s) -> dict[str, list[RunConfig]]:
                    batch_size=s["context_batch_size"], learning_rate=s["context_learning_rate"],
                    eval_contexts=s["context_eval_contexts"], eval_points=s["context_eval_points"])
     h, k = s["stream_heads"], s["dim"] // s["stream_heads"]
-    stream = [s.grid(s["stream_depths"], s["stream_seeds"], spectrum, model="shared_stream", key_dim=kd,
-                     heads=n, **context) for n, kd in ((h, k), (1, s["dim"]), (1, k))]
+    stream = [s.grid(s["stream_depths"], s["stream_seeds"], spectrum, model="shared_stream",
+                     key_dim=kd, heads=n, **context) for n, kd in ((h, k), (1, s["dim"]), (1, k))]
     loops = [s.grid(s["loop_depths"], s["loop_seeds"] if m == "softmax" else s["context_seeds"],
                     spectrum, model=m, key_dim=s["loop_key_dim"], tie_layers=tied, **context)
              for m in s["loop_models"] for tied in (False, True)]

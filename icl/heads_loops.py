@@ -29,8 +29,8 @@ def frame(results: list[dict]) -> pd.DataFrame:
 def _count(model: str, depth: int, key_dim: int, heads: int, tied: bool, dim: int) -> int:
     from .models import build
 
-    cfg = RunConfig(model=model, depth=depth, key_dim=key_dim, heads=heads, tie_layers=tied, dim=dim,
-                    device="cpu")
+    cfg = RunConfig(model=model, depth=depth, key_dim=key_dim, heads=heads, tie_layers=tied,
+                    dim=dim, device="cpu")
     return sum(p.numel() for p in build(cfg, [depth]).parameters())
 
 

@@ -34,7 +34,8 @@
 # **Setup.** (a) The controlled softmax model on notebook 03's task and protocol (top-2, isotropic
 # spectrum, d = 16, P = 64 at the quick profile), every head count h of `head_counts` at every
 # head rank k of `head_ranks` with h·k ≤ d; h = 1 at notebook 03's depths (its runs: the same
-# configs, which the run cache serves), h > 1 at the `head_depths` with L·h ≤ `max_total_heads`. (b) The shared
+# configs, which the run cache serves), h > 1 at the `head_depths` with
+# L·h ≤ `max_total_heads`. (b) The shared
 # stream with `stream_heads` heads of rank d/h beside one head of rank d and one of rank d/h, and
 # (c) untied and looped stacks of `loop_models` at head rank `loop_key_dim`, both on notebook 04's
 # protocol (the `context_*` values; its untied runs are served by the cache).
@@ -54,11 +55,12 @@ plots.style()
 
 # %% tags=["parameters"]
 profile = "quick"  # which params/<profile>/ file these values came from (informational)
-output_dir = "outputs/scratch/08_heads_and_loops"  # a run by hand (git-ignored); icl reproduce: outputs/<profile>/
+# output_dir: a run by hand (git-ignored); icl reproduce: outputs/<profile>/
+output_dir = "outputs/scratch/08_heads_and_loops"
 cache_dir = "outputs/runs"  # run cache; None trains afresh into a temporary folder
 device = "auto"
 threads = 0  # torch CPU threads; 0 keeps torch's default
-bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); `--smoke` draws fewer (icl.plan.SMOKE)
+bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); `--smoke` draws fewer
 progress = True
 dim = 16
 context_length = 64
@@ -89,7 +91,7 @@ stream_depths = [1, 2, 4, 8, 16]
 loop_models = ["softmax", "shared_stream", "context_updates"]  # (c)
 loop_key_dim = 4
 loop_depths = [1, 2, 4, 8, 16]
-loop_seeds = [0, 1, 2, 3, 4]  # seeds of the controlled (softmax) loops; the others take context_seeds
+loop_seeds = [0, 1, 2, 3, 4]  # seeds of the controlled loops; the P x P models take context_seeds
 nb.end_of_parameters(globals())
 
 # %%
@@ -151,15 +153,17 @@ bnds = {k: bounds.bounds(s.config(task="difficult", key_dim=k, input_exponent=fi
                                   task_exponent=first[1]), s["depths"], s["fit_contexts"],
                          cache=s.cache)
         for k in s["head_ranks"]}
-fig, axes = plt.subplots(1, len(bnds), figsize=(5.2 * len(bnds), 3.9), squeeze=False)
+fig, axes = plt.subplots(1, len(bnds), figsize=(5.2 * len(bnds), 3.9), squeeze=False,
+                         layout="constrained")
 for ax, k in zip(axes[0], bnds):
     for i, h in enumerate(sorted(heads[heads.key_dim == k].heads.unique())):
         part = heads[(heads.key_dim == k) & (heads.heads == h)]
-        plots.loss_vs_depth(ax, part.assign(depth=part.total_heads), f"h = {h} heads",
+        plots.loss_vs_depth(ax, part.assign(depth=part.total_heads), f"h = {h}",
                             color=plots.COLORS[[0, 2, 3, 4][i % 4]])
     plots.bounds_lines(ax, bnds[k], color=plots.COLORS[1], depths=s["depths"])
     ax.axvline(d // k, color="0.6", lw=0.8)
-    ax.set(xlabel="heads in the stack, L·h", ylabel="relative loss R",
+    ax.set(xlim=(0.8, 1.25 * max(s["depths"])), xlabel="heads in the stack, L·h",
+           ylabel="relative loss R",
            title=f"controlled model, head rank k = {k} (d = {d})")
     ax.legend(fontsize=6)
 heads_png = nb.save_figure(s, fig, "heads_vs_depth")
@@ -187,12 +191,13 @@ ratios.pivot_table(index=["key_dim", "heads"], columns="L·h", values="ratio", a
 
 # %%
 stream = frames["stream"]
-fig, ax = plt.subplots(figsize=(5.6, 3.9))
+fig, ax = plt.subplots(figsize=(5.6, 3.9), layout="constrained")
 for i, (h, k) in enumerate(((s["stream_heads"], stream_k), (1, d), (1, stream_k))):
     part = stream[(stream.heads == h) & (stream.key_dim == k)]
     plots.loss_vs_depth(ax, part, f"h = {h}, k = {k} ({hl.parameter_range(part)})",
                         color=plots.COLORS[i])
-ax.set(xlabel="depth L", ylabel="relative loss R", title=f"shared stream, d = {d}")
+ax.set(xlim=(0.8, 1.25 * max(s["stream_depths"])), xlabel="depth L", ylabel="relative loss R",
+       title=f"shared stream, d = {d}")
 ax.legend(fontsize=6)
 stream_png = nb.save_figure(s, fig, "shared_stream_heads")
 
@@ -205,13 +210,14 @@ stream_png = nb.save_figure(s, fig, "shared_stream_heads")
 # %%
 loops = frames["loops"]
 fig, axes = plt.subplots(1, len(s["loop_models"]), figsize=(4.6 * len(s["loop_models"]), 3.9),
-                         squeeze=False)
+                         squeeze=False, layout="constrained")
 for ax, m in zip(axes[0], s["loop_models"]):
     for i, tied in enumerate((False, True)):
         part = loops[(loops.model == m) & (loops.tie_layers == tied)]
         name = "looped" if tied else "untied"
         plots.loss_vs_depth(ax, part, f"{name} ({hl.parameter_range(part)})", color=plots.COLORS[i])
-    ax.set(xlabel="depth L", ylabel="relative loss R", title=f"{m}, k = {s['loop_key_dim']}")
+    ax.set(xlim=(0.8, 1.25 * max(s["loop_depths"])), xlabel="depth L", ylabel="relative loss R",
+           title=f"{m}, k = {s['loop_key_dim']}")
     ax.legend(fontsize=6)
 loops_png = nb.save_figure(s, fig, "looped_vs_untied")
 
@@ -251,8 +257,8 @@ nb.write_results(s, {"checks": checks})
 
 # %%
 for k, r in r7_ranks.items():
-    print(f"k = {k}: largest |R(L, h) / R(L h, 1) - 1| {estimates.interval_text(r['deviation'], 3)}"
-          f"; largest gap to the complementary baseline {estimates.interval_text(r['baseline'], 3)}")
+    print(f"k = {k}: largest |R(L, h) / R(L h, 1) - 1| "
+          f"{estimates.interval_text(r['deviation'], 3)}; largest gap to the complementary baseline {estimates.interval_text(r['baseline'], 3)}")
 for name, e in {**r8, **gains, **kept}.items():
     print(f"{name}: {estimates.interval_text(e, 3)}")
 

@@ -19,27 +19,29 @@ KEEP_MIN = 0.5  # R9: looped shared-stream and context-update stacks keep over h
 CORE = {"R7": "matched L h: same loss", "R8": "h k = d: depth buys little",
         "R9": "looped controlled stack: no gain"}
 
-TEXT = {"R7": "In the controlled model heads and layers are interchangeable at a fixed head rank k: the "
-              "loss depends on L h, the number of heads in the stack.",
-        "R8": "In the shared stream a layer with h k = d heads leaves depth little to buy.",
-        "R9": "A looped stack (one layer's parameters at every depth) keeps at least half of the untied "
-              "stack's gain from depth in the shared-stream and context-update models, and none in the "
-              "controlled model."}
+TEXT = {
+    "R7": "In the controlled model heads and layers are interchangeable at a fixed head rank k: "
+          "the loss depends on L h, the number of heads in the stack.",
+    "R8": "In the shared stream a layer with h k = d heads leaves depth little to buy.",
+    "R9": "A looped stack (one layer's parameters at every depth) keeps at least half of the "
+          "untied stack's gain from depth in the shared-stream and context-update models, and "
+          "none in the controlled model.",
+}
 
 CRITERIA = {
-    "R7": f"core: the largest |R(L, h) / R(L h, 1) - 1| over every h > 1 and L with L h in the h = 1 "
-          f"depths is below {MATCH_TOL}, at every head rank k; secondary: (b) one layer of d/k heads "
-          f"captures more than {CAPTURED_MIN:.0%} of the h = 1 stack's gain from depth, "
-          f"(R_1 - R(1, d/k)) / (R_1 - R_deepest); (c) the largest |R(L, h) / complementary(L h) - 1| "
-          f"below {BASELINE_TOL}",
-    "R8": f"core: the gain 1 - R_deepest / R_1 of the shared stream with h k = d below "
-          f"{STREAM_GAIN_MAX}; secondary: (b) that gain below {STREAM_GAIN_SHARE} x the gain of one "
-          f"head of rank d/h; (c) one layer of h heads within {STREAM_ONE_LAYER_TOL:.0%} of one head "
-          "of rank d, R_1(h) / R_1(1 head) below "
-          f"{1 + STREAM_ONE_LAYER_TOL}",
-    "R9": f"core: the looped controlled stack's gain 1 - R_deepest / R_1 within +-{LOOP_FLAT_TOL} of "
-          f"0; secondary: the looped stack keeps more than {KEEP_MIN:.0%} of the untied stack's gain "
-          "(gain looped / gain untied) in (b) the shared stream and (c) the context-update model",
+    "R7": f"core: the largest |R(L, h) / R(L h, 1) - 1| over every h > 1 and L with L h in the "
+          f"h = 1 depths is below {MATCH_TOL}, at every head rank k; secondary: (b) one layer of "
+          f"d/k heads captures more than {CAPTURED_MIN:.0%} of the h = 1 stack's gain from depth, "
+          f"(R_1 - R(1, d/k)) / (R_1 - R_deepest); (c) the largest "
+          f"|R(L, h) / complementary(L h) - 1| is below {BASELINE_TOL}",
+    "R8": f"core: the gain 1 - R_deepest / R_1 of the shared stream with h k = d is below "
+          f"{STREAM_GAIN_MAX}; secondary: (b) that gain is below {STREAM_GAIN_SHARE} x the gain of "
+          f"one head of rank d/h; (c) R_1 of one layer of h heads over R_1 of one head of rank d "
+          f"is below {1 + STREAM_ONE_LAYER_TOL}",
+    "R9": f"core: the looped controlled stack's gain 1 - R_deepest / R_1 is within "
+          f"+-{LOOP_FLAT_TOL} of 0; secondary: the looped stack keeps more than {KEEP_MIN:.0%} of "
+          "the untied stack's gain (gain looped / gain untied) in (b) the shared stream and (c) "
+          "the context-update model",
 }
 
 
@@ -85,6 +87,7 @@ def status(cid: str, checks: dict):
 
 def record(s, cid: str, checks: dict, numbers: dict, figure: str) -> dict:
     """One claim's record with its core check named (icl.claim_report's "decided by")."""
-    row = claim(s, cid, TEXT[cid], status(cid, checks), {**numbers, **checks}, figure, CRITERIA[cid])
+    row = claim(s, cid, TEXT[cid], status(cid, checks), {**numbers, **checks}, figure,
+                CRITERIA[cid])
     row["core"] = CORE[cid]
     return row
