@@ -65,33 +65,34 @@ progress = True
 dim = 16
 context_length = 64
 top_k = 2
-steps = 2000  # (a): notebook 03's protocol, so that its h = 1 runs are shared
+steps = 2000  # (a): notebook 03's protocol, so that its one-head runs are shared
 batch_size = 256
 learning_rate = 0.003
 init_scale = 1.0
 eval_contexts = 16384
 curve_contexts = 2048
-fit_contexts = 2048  # contexts that icl.bounds fits its temperatures and readouts on
 spectra = [[0.0, 0.0]]  # the first one is used: [input_exponent, task_exponent]
-depths = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64]  # (a) depths of h = 1 (notebook 03's)
-head_depths = [1, 2, 4, 8, 16, 32, 64]  # (a) depths of h > 1, those with L h <= max_total_heads
+depths = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64]  # (a) depths of one head (notebook 03's)
+head_depths = [1, 2, 4]  # (a) depths of h > 1 with L h at most max_total_heads
 seeds = [0, 1, 2, 3, 4]
-head_counts = [1, 2, 4]  # h of (a): 1 must be there, the stacks of h > 1 are judged against it
-head_ranks = [4, 8]  # k of (a); every h with h k <= dim
-max_total_heads = 64
+head_counts = [1, 4]  # h of (a): 1 must be there, the stacks of h > 1 are judged against it
+head_ranks = [4]  # k of (a), each with every h whose h k is at most dim
+max_total_heads = 16
 context_steps = 1000  # (b) and (c): notebook 04's protocol, so that its untied runs are shared
 context_batch_size = 64
 context_learning_rate = 0.01
 context_eval_contexts = 1024
 context_eval_points = 10
 context_seeds = [0, 1]  # seeds of the shared-stream and context-update loops of (c)
-stream_seeds = [0, 1]  # seeds of (b): heads run on the torch path there, the C kernel has one head
-stream_heads = 4  # (b) h, with head rank dim / h (h k = d)
-stream_depths = [1, 2, 4, 8, 16]
+stream_seeds = [0]  # seeds of (b): heads run on the torch path there, the C kernel has one head
+stream_heads = 4  # (b) h, each head of rank dim / h: h k is d
+stream_depths = [1, 4]
 loop_models = ["softmax", "shared_stream", "context_updates"]  # (c)
 loop_key_dim = 4
-loop_depths = [1, 2, 4, 8, 16]
-loop_seeds = [0, 1, 2, 3, 4]  # seeds of the controlled loops; the P x P models take context_seeds
+loop_depths = [1, 2, 4]
+# loop_seeds: seeds of the controlled loops; the P x P models take context_seeds
+loop_seeds = [0, 1, 2, 3, 4]
+fit_contexts = 2048  # contexts that icl.bounds fits its temperatures and readouts on
 nb.end_of_parameters(globals())
 
 # %%
