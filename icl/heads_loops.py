@@ -4,6 +4,7 @@ stack is from the one-head stack with as many heads, how much of the depth gain 
 captures, the gain from depth of a sweep, and the share of it a looped stack keeps."""
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -88,11 +89,12 @@ def gain(part: pd.DataFrame):
 
 
 def gain_ratio(numerator: pd.DataFrame, denominator: pd.DataFrame):
-    """The gain from depth of one sweep over another's, to the deepest depth they share, paired."""
+    """The gain from depth of one sweep over another's, to the deepest depth they share, paired;
+    NaN (no share to judge: a check on it is inconclusive) where the denominator gains nothing."""
     deepest = min(numerator.depth.max(), denominator.depth.max())
     g = lambda sw: 1 - at_depth(sw, deepest) / at_depth(sw, 1)
-    return paired(lambda a, b: g(a) / g(b), numerator[numerator.depth <= deepest],
-                  denominator[denominator.depth <= deepest])
+    return paired(lambda a, b: g(a) / g(b) if g(b) > 0 else math.nan,
+                  numerator[numerator.depth <= deepest], denominator[denominator.depth <= deepest])
 
 
 def one_layer_ratio(numerator: pd.DataFrame, denominator: pd.DataFrame):

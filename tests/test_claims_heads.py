@@ -84,4 +84,7 @@ def test_gain_captured_and_kept_share():
     looped = sweep({1: 0.8, 2: 0.7, 4: 0.6})
     assert hl.gain_ratio(looped, single).value == pytest.approx(0.25 / 0.5)
     assert hl.one_layer_ratio(layer, single).value == pytest.approx(0.75)
+    flat = sweep({1: 0.8, 2: 0.8, 4: 0.85})  # an untied stack that gains nothing: no share to keep
+    checks = rules.r9(Estimate.point(0.0), {"m": hl.gain_ratio(looped, flat)})
+    assert checks["m keeps the gain"] is None
     assert np.isfinite(hl.gain(sweep({1: 0.8, 4: 0.4}, noise=0.01)).ci95).all()
