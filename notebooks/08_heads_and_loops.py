@@ -239,20 +239,20 @@ r7_ranks = {k: {"deviation": hl.matched_deviation(single[k], multi[k]),
             for k in s["head_ranks"] if multi[k]}
 of = lambda h, k: stream[(stream.heads == h) & (stream.key_dim == k)]
 stream_h, stream_full, stream_one = of(s["stream_heads"], stream_k), of(1, d), of(1, stream_k)
-r8 = {"gain": hl.gain(stream_h), "gain / one rank-d/h head's": hl.gain_ratio(stream_h, stream_one),
-      "R_1 / one rank-d head's": hl.one_layer_ratio(stream_h, stream_full)}
+r8 = {"gain from depth, h k = d": hl.gain(stream_h),
+      "gain / one rank-d/h head's gain": hl.gain_ratio(stream_h, stream_one),
+      "R_1 / one rank-d head's R_1": hl.one_layer_ratio(stream_h, stream_full)}
 part_of = lambda m, tied: loops[(loops.model == m) & (loops.tie_layers == tied)]
-gains = {f"{m}, {'looped' if t else 'untied'}": hl.gain(part_of(m, t))
+gains = {f"gain, {m} {'looped' if t else 'untied'}": hl.gain(part_of(m, t))
          for m in s["loop_models"] for t in (False, True)}
 kept = {m: hl.gain_ratio(part_of(m, True), part_of(m, False))
         for m in s["loop_models"] if m != "softmax"}
+shares = {f"looped / untied gain, {m}": e for m, e in kept.items()}
 checks = {"R7": rules.r7(r7_ranks), "R8": rules.r8(*r8.values()),
-          "R9": rules.r9(gains["softmax, looped"], kept)}
-rules.record(s, "R7", checks["R7"], {f"k {k}: {name}": e for k, r in r7_ranks.items()
-                                     for name, e in r.items() if e is not None}, heads_png)
+          "R9": rules.r9(gains["gain, softmax looped"], kept)}
+rules.record(s, "R7", checks["R7"], rules.r7_numbers(r7_ranks), heads_png)
 rules.record(s, "R8", checks["R8"], r8, stream_png)
-rules.record(s, "R9", checks["R9"], {**gains, **{f"{m}: looped / untied gain": e
-                                                  for m, e in kept.items()}}, loops_png)
+rules.record(s, "R9", checks["R9"], {**gains, **shares}, loops_png)
 nb.write_results(s, {"checks": checks})
 
 # %% [markdown]
@@ -265,8 +265,7 @@ nb.write_results(s, {"checks": checks})
 for k, r in r7_ranks.items():
     print(f"k = {k}: largest |R(L, h) / R(L h, 1) - 1| {estimates.interval_text(r['deviation'], 3)}"
           f"; largest |R / complementary - 1| {estimates.interval_text(r['baseline'], 3)}")
-shares = {f"{m}: looped / untied gain": e for m, e in kept.items()}
-for name, e in {**r8, **{f"gain, {g}": e for g, e in gains.items()}, **shares}.items():
+for name, e in {**r8, **gains, **shares}.items():
     print(f"{name}: {estimates.interval_text(e, 3)}")
 
 # %%

@@ -62,6 +62,17 @@ def r7(ranks: dict) -> dict:
                                                             for r in ranks.values())}
 
 
+R7_NUMBERS = {"deviation": "largest |R(L, h) / R(L h, 1) - 1|",
+              "captured": "share captured by one layer",
+              "baseline": "largest |R / complementary - 1|"}
+
+
+def r7_numbers(ranks: dict) -> dict:
+    """R7's numbers for its record, {number: {"k=<rank>": Estimate}} (the report's case labels)."""
+    return {name: {f"k={k}": r[key] for k, r in ranks.items() if r[key] is not None}
+            for key, name in R7_NUMBERS.items()}
+
+
 def r8(gain, gain_ratio, one_layer_ratio) -> dict:
     """Estimates: the h k = d stream's gain from depth, that gain over one rank-d/h head's, and
     R_1 of the h heads over R_1 of one full-rank head."""
