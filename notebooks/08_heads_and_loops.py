@@ -167,7 +167,7 @@ for ax, k in zip(axes[0], bnds):
         plots.loss_vs_depth(ax, part.assign(depth=part.total_heads), f"h = {h}",
                             color=plots.COLORS[[0, 2, 3, 4][i % 4]])
     plots.bounds_lines(ax, bnds[k], color=plots.COLORS[1], depths=s["depths"])
-    ax.axvline(d // k, color="0.6", lw=0.8)
+    ax.axvline(d // k, color="0.6", lw=0.8, label="L·h = d/k")
     ax.set(xlim=(0.8, 1.25 * max(s["depths"])), xlabel="heads in the stack, L·h",
            ylabel="relative loss R",
            title=f"controlled model, head rank k = {k} (d = {d})")
