@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from .config import RunConfig
-from .estimates import at_depth, paired
+from .estimates import at_depth, interval_text, paired
+from .tables import part_of
 
 
 def frame(results: list[dict]) -> pd.DataFrame:
@@ -107,3 +108,30 @@ def parameter_range(part: pd.DataFrame) -> str:
     """'1,040 to 65,600 parameters' over a sweep's depths (one number where they agree)."""
     lo, hi = int(np.min(part.parameters)), int(np.max(part.parameters))
     return f"{lo:,} parameters" if lo == hi else f"{lo:,} to {hi:,} parameters"
+
+
+def matched_table(heads: pd.DataFrame) -> pd.DataFrame:
+    """R(L, h) / R(L h, 1) with its 95 % interval as text, one row per head rank, head count h > 1
+    and matched L h (`matched_ratios`)."""
+    rows = []
+    for (k, h), part in heads[heads.heads > 1].groupby(["key_dim", "heads"]):
+        single = part_of(heads, key_dim=k, heads=1)
+        rows += [{"key_dim": k, "heads": h, "L·h": n, "ratio": interval_text(e, 3)}
+                 for n, e in matched_ratios(single, part, h).items()]
+    return pd.DataFrame(rows)
+
+
+def rank_estimates(heads: pd.DataFrame, dim: int, baselines: dict) -> dict:
+    """R7's numbers at every head rank k of `baselines` ({k: icl.bounds record}) that has a
+    multi-head sweep: {k: {"deviation", "captured" (None without h = d/k), "baseline"}}."""
+    out = {}
+    for k, b in baselines.items():
+        single = part_of(heads, key_dim=k, heads=1)
+        multi = {int(h): part_of(heads, key_dim=k, heads=h)
+                 for h in sorted(heads[heads.key_dim == k].heads.unique()) if h > 1}
+        if multi:
+            out[k] = {"deviation": matched_deviation(single, multi),
+                      "captured": (captured(single, multi[dim // k], dim // k)
+                                   if dim // k in multi else None),
+                      "baseline": baseline_deviation(multi, b["complementary_subspace"])}
+    return out

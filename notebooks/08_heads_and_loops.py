@@ -47,7 +47,7 @@ import pandas as pd
 from icl import bounds, estimates, grids
 from icl import heads_loops as hl
 from icl import notebook as nb
-from icl import plots
+from icl import plots, tables
 from icl.claims import heads as rules
 from icl.claims import show_claims
 
@@ -179,13 +179,7 @@ heads_png = nb.save_figure(s, fig, "heads_vs_depth")
 # and head count, with its 95 % interval.
 
 # %%
-single = {k: heads[(heads.key_dim == k) & (heads.heads == 1)] for k in s["head_ranks"]}
-multi = {k: {h: heads[(heads.key_dim == k) & (heads.heads == h)]
-             for h in s["head_counts"] if h > 1 and h * k <= d} for k in s["head_ranks"]}
-ratio_rows = [{"key_dim": k, "heads": h, "L·h": n, "ratio": estimates.interval_text(e, 3)}
-              for k in s["head_ranks"] for h, part in multi[k].items()
-              for n, e in hl.matched_ratios(single[k], part, h).items()]
-ratios = pd.DataFrame(ratio_rows)
+ratios = hl.matched_table(heads)
 nb.save_table(s, ratios, "matched_ratios")
 ratios.pivot_table(index=["key_dim", "heads"], columns="L·h", values="ratio", aggfunc="first")
 
@@ -231,21 +225,17 @@ loops_png = nb.save_figure(s, fig, "looped_vs_untied")
 # ## Verdicts
 
 # %%
-comp = {k: b["complementary_subspace"] for k, b in bnds.items()}
-r7_ranks = {k: {"deviation": hl.matched_deviation(single[k], multi[k]),
-                "captured": (hl.captured(single[k], multi[k][d // k], d // k)
-                             if d // k in multi[k] else None),
-                "baseline": hl.baseline_deviation(multi[k], comp[k])}
-            for k in s["head_ranks"] if multi[k]}
-of = lambda h, k: stream[(stream.heads == h) & (stream.key_dim == k)]
-stream_h, stream_full, stream_one = of(s["stream_heads"], stream_k), of(1, d), of(1, stream_k)
+r7_ranks = hl.rank_estimates(heads, d, bnds)  # R(L, h) against R(L h, 1) and the baseline
+stream_h, stream_full, stream_one = (tables.part_of(stream, heads=h, key_dim=k) for h, k in
+                                     ((s["stream_heads"], stream_k), (1, d), (1, stream_k)))
 r8 = {"gain from depth, h k = d": hl.gain(stream_h),
       "gain / one rank-d/h head's gain": hl.gain_ratio(stream_h, stream_one),
       "R_1 / one rank-d head's R_1": hl.one_layer_ratio(stream_h, stream_full)}
-part_of = lambda m, tied: loops[(loops.model == m) & (loops.tie_layers == tied)]
-gains = {f"gain, {m} {'looped' if t else 'untied'}": hl.gain(part_of(m, t))
+gains = {f"gain, {m} {'looped' if t else 'untied'}":
+         hl.gain(tables.part_of(loops, model=m, tie_layers=t))
          for m in s["loop_models"] for t in (False, True)}
-kept = {m: hl.gain_ratio(part_of(m, True), part_of(m, False))
+kept = {m: hl.gain_ratio(tables.part_of(loops, model=m, tie_layers=True),
+                         tables.part_of(loops, model=m, tie_layers=False))
         for m in s["loop_models"] if m != "softmax"}
 shares = {f"looped / untied gain, {m}": e for m, e in kept.items()}
 checks = {"R7": rules.r7(r7_ranks), "R8": rules.r8(*r8.values()),
@@ -272,7 +262,7 @@ for name, e in {**r8, **gains, **shares}.items():
 # NBVAL_CHECK_OUTPUT
 nb.show({"heads R_deepest": heads.groupby(["key_dim", "heads"]).apply(
              lambda p: p[p.depth == p.depth.max()].loss.mean(), include_groups=False).tolist(),
-         "stream R_1, R_deepest": [of(h, k).groupby("depth").loss.mean().iloc[[0, -1]].tolist()
-                                   for h, k in ((s["stream_heads"], stream_k), (1, d))],
+         "stream R_1, R_deepest": [p.groupby("depth").loss.mean().iloc[[0, -1]].tolist()
+                                   for p in (stream_h, stream_full)],
          "gains": [e.value for e in gains.values()]}, digits=2)
 show_claims(s)

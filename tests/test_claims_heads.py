@@ -88,3 +88,15 @@ def test_gain_captured_and_kept_share():
     checks = rules.r9(Estimate.point(0.0), {"m": hl.gain_ratio(looped, flat)})
     assert checks["m keeps the gain"] is None
     assert np.isfinite(hl.gain(sweep({1: 0.8, 4: 0.4}, noise=0.01)).ci95).all()
+
+
+def test_rank_estimates_pair_each_head_count_with_the_one_head_sweep():
+    one = sweep({1: 0.8, 2: 0.6, 4: 0.5}).assign(key_dim=2, heads=1)
+    two = sweep({1: 0.6, 2: 0.5}).assign(key_dim=2, heads=2)  # d = 4: h = 2 is h k = d
+    heads = pd.concat([one, two], ignore_index=True)
+    baseline = {2: {"complementary_subspace": {1: 0.8, 2: 0.6, 4: 0.5}}}
+    r = hl.rank_estimates(heads, 4, baseline)[2]
+    assert r["deviation"].value == pytest.approx(0.0, abs=1e-12)
+    assert r["captured"].value == pytest.approx((0.8 - 0.6) / (0.8 - 0.5))
+    assert r["baseline"].value == pytest.approx(0.0, abs=1e-12)
+    assert list(hl.matched_table(heads)["L·h"]) == [2, 4]
