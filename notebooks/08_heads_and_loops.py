@@ -205,7 +205,8 @@ stream_png = nb.save_figure(s, fig, "shared_stream_heads")
 # ## (c) Looped against untied stacks
 # One panel per model at head rank `loop_key_dim`: the untied stack (its own layers) and the looped
 # one (one layer's parameters at every depth), each labelled with its trainable parameters over the
-# depths drawn (points: mean over seeds; bars: standard error).
+# depths drawn (points: mean over seeds; bars: standard error; a hollow black circle: a run there
+# had not reached its plateau). At depth 1 the two are the same model, so one point hides the other.
 
 # %%
 loops = frames["loops"]
