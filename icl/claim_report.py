@@ -45,6 +45,15 @@ READS = {
     "half the gap to the bound closed": ["gap to the bound closed"],
     "overlap below random at L = m": ["overlap / random at L = m"], "even coverage from L = m on": ["coverage error / random"],
     "frozen tiling matches the trained stack": ["tiled / trained"], "frozen random subspaces are worse": ["random / tiled"],
+    "matched L h: same loss": ["largest |R(L, h) / R(L h, 1) - 1|"],
+    "one layer of d/k heads captures the gain": ["share captured by one layer"],
+    "heads track the complementary baseline": ["largest |R / complementary - 1|"],
+    "h k = d: depth buys little": ["gain from depth, h k = d"],
+    "less than a single rank-limited head gains": ["gain / one rank-d/h head's gain"],
+    "one layer of heads matches one full-rank head": ["R_1 / one rank-d head's R_1"],
+    "looped controlled stack: no gain": ["gain, softmax looped"],
+    "shared_stream keeps the gain": ["looped / untied gain, shared_stream"],
+    "context_updates keeps the gain": ["looped / untied gain, context_updates"],
 }
 CASE = re.compile(r"\(a, b\)|d=?\d|top-\d|key_dim|k=\d")  # how a spectrum's or cell's label starts
 

@@ -99,3 +99,28 @@ def mechanism(s, trained_with: dict) -> dict[str, list[RunConfig]]:
                                 "task_exponent": first[1], "device": s["device"]}, "notebook 03's parameters")
     return {"ablation": [base.replace(key_dim=k, subspace=kind, depth=L, seed=seed) for k in s["ablation_key_dims"]
                          for kind in s["ablation_kinds"] for seed in s["ablation_seeds"] for L in trained_with["depths"]]}
+
+
+def heads_and_loops(s) -> dict[str, list[RunConfig]]:
+    """Notebook 08 (SPEC §10): (a) the controlled model at every head count h and head rank k with
+    h k <= d, depths with L h <= max_total_heads (h = 1 is notebook 03's sweep, the same configs);
+    (b) the shared stream with h k = d (stream_heads heads of rank d / h) against one head of rank d
+    and of rank d / h; (c) looped stacks (tie_layers) beside untied ones in `loop_models`. (b) and
+    (c) train with notebook 04's protocol (the context_* values)."""
+    base = dict(task="difficult", top_k=s["top_k"], model="softmax")
+    spectrum = [s["spectra"][0]]
+    depths_of = lambda h: s["depths"] if h == 1 else [L for L in s["head_depths"]
+                                                       if L * h <= s["max_total_heads"]]
+    heads = [s.grid(depths_of(h), s["seeds"], spectrum, key_dim=k, heads=h, **base)
+             for k in s["head_ranks"] for h in s["head_counts"] if h * k <= s["dim"]]
+    context = dict(task="difficult", top_k=s["top_k"], steps=s["context_steps"],
+                   batch_size=s["context_batch_size"], learning_rate=s["context_learning_rate"],
+                   eval_contexts=s["context_eval_contexts"], eval_points=s["context_eval_points"])
+    h, k = s["stream_heads"], s["dim"] // s["stream_heads"]
+    stream = [s.grid(s["stream_depths"], s["stream_seeds"], spectrum, model="shared_stream",
+                     key_dim=kd, heads=n, **context) for n, kd in ((h, k), (1, s["dim"]), (1, k))]
+    loops = [s.grid(s["loop_depths"], s["loop_seeds"] if m == "softmax" else s["context_seeds"],
+                    spectrum, model=m, key_dim=s["loop_key_dim"], tie_layers=tied, **context)
+             for m in s["loop_models"] for tied in (False, True)]
+    return {"heads": [c for g in heads for c in g], "stream": [c for g in stream for c in g],
+            "loops": [c for g in loops for c in g]}

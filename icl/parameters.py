@@ -14,12 +14,13 @@ from .sweep import read_yaml
 
 # The notebooks a reproduction runs, in the order a serial run takes them, and its profiles.
 NOTEBOOKS = ("01_easy_linear", "02_easy_nonlinear", "03_difficult", "04_generalized", "05_fitting_appendix",
-             "06_regimes", "07_mechanism")
+             "06_regimes", "07_mechanism", "08_heads_and_loops")
 # What each notebook reads from the others' outputs: it starts only once these have finished. A
 # notebook not listed can start at once. (06 trains a few runs that 03 trains too, its cells at
 # (d, P) = (16, 64) with three seeds; waiting for 03 would put 06 and 07 on one long chain.)
 NEEDS = {"05_fitting_appendix": ("01_easy_linear", "03_difficult", "04_generalized"),
-         "07_mechanism": ("03_difficult", "06_regimes")}
+         "07_mechanism": ("03_difficult", "06_regimes"),
+         "08_heads_and_loops": ("03_difficult", "04_generalized")}  # shares their runs through the cache
 PROFILES = ("ci", "quick", "paper")
 
 

@@ -50,7 +50,8 @@ def notebook_runs(root: Path, profile: str, name: str, params: dict) -> list[Run
     of = {"01_easy_linear": grids.easy_linear, "02_easy_nonlinear": grids.easy_nonlinear, "03_difficult": grids.difficult,
           "04_generalized": grids.generalized, "06_regimes": grids.regimes,
           "07_mechanism": lambda s: grids.mechanism(s, settings(root, "03_difficult", notebook_parameters(
-              root, profile, "03_difficult", params.get("device"))).values)}
+              root, profile, "03_difficult", params.get("device"))).values),
+          "08_heads_and_loops": grids.heads_and_loops}
     if name not in of:
         return []
     return [c for cfgs in of[name](settings(root, name, params)).values() for c in cfgs]

@@ -87,7 +87,7 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
     limits = os.path.relpath(root / "docs" / "limits.md", base)
     pipeline_only = profile == "ci" or "smoke" in base.parts  # `--smoke` writes under outputs/smoke/PROFILE
     text = ((PIPELINE_ONLY if pipeline_only else "") + f"# Reproduction report ({profile} profile)\n\n"
-            "Each claim of the paper in our words (C1–C10) and of our own regime map and mechanism (R1–R6), "
+            "Each claim of the paper in our words (C1–C10) and of our own regime map, mechanism, heads and loops (R1–R9), "
             "with the verdict under the criterion its notebook states before the numbers are computed. A number "
             "is given as value [95 % interval over seeds]; ✓ a check holds, ✗ it fails.\n\n"
             + failure_lines(times) + unreadable_lines(unreadable) + claims_at_a_glance(rows, root, base)

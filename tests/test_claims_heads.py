@@ -1,0 +1,102 @@
+"""Notebook 08's verdict rules (icl.claims.heads: R7, R8, R9) on made-up numbers whose answers are
+known: each core check can hold and can fail, an interval across its threshold is inconclusive;
+and the statistics they read (icl.heads_loops) on small synthetic sweeps."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from icl import heads_loops as hl
+from icl.claims import heads as rules
+from icl.intervals import Estimate
+
+
+def est(lo, value, hi, n=5):
+    return Estimate(value, (lo, hi), (lo, hi), n)
+
+
+def r7_rank(deviation, captured=est(0.7, 0.8, 0.9), baseline=est(0.05, 0.08, 0.1)):
+    return {"deviation": deviation, "captured": captured, "baseline": baseline}
+
+
+def test_r7_core_holds_fails_and_straddles():
+    holds = rules.r7({4: r7_rank(est(0.02, 0.04, 0.06))})
+    assert holds[rules.CORE["R7"]] is True
+    assert rules.status("R7", holds) == "reproduced"
+    fails = rules.r7({4: r7_rank(est(0.2, 0.3, 0.4))})
+    assert fails[rules.CORE["R7"]] is False
+    assert rules.status("R7", fails) == "not reproduced"  # the core decides, whatever else holds
+    straddles = rules.r7({4: r7_rank(est(0.05, 0.09, 0.15))})
+    assert rules.status("R7", straddles) == "inconclusive"
+
+
+def test_r7_a_failing_secondary_makes_it_partly():
+    checks = rules.r7({4: r7_rank(est(0.02, 0.04, 0.06), baseline=est(0.3, 0.4, 0.5))})
+    assert rules.status("R7", checks) == "partly reproduced"
+
+
+def test_r8_core_holds_and_fails():
+    ok = rules.r8(est(0.0, 0.02, 0.05), est(0.0, 0.1, 0.2), est(0.98, 1.0, 1.02))
+    assert ok[rules.CORE["R8"]] is True and rules.status("R8", ok) == "reproduced"
+    deep = rules.r8(est(0.2, 0.25, 0.3), est(0.0, 0.1, 0.2), est(0.98, 1.0, 1.02))
+    assert deep[rules.CORE["R8"]] is False and rules.status("R8", deep) == "not reproduced"
+
+
+def test_r9_core_holds_and_fails():
+    kept = {"shared_stream": est(0.6, 0.7, 0.8), "context_updates": est(0.6, 0.7, 0.8)}
+    flat = rules.r9(est(-0.01, 0.0, 0.01), kept)
+    assert flat[rules.CORE["R9"]] is True and rules.status("R9", flat) == "reproduced"
+    gains = rules.r9(est(0.1, 0.15, 0.2), kept)
+    assert gains[rules.CORE["R9"]] is False and rules.status("R9", gains) == "not reproduced"
+    worse = rules.r9(est(-0.2, -0.15, -0.1), kept)  # a looped stack that loses with depth: not flat
+    assert worse[rules.CORE["R9"]] is False
+
+
+def test_the_record_names_its_core_check():
+    class S:
+        claims = []
+
+    checks = rules.r8(est(0.0, 0.02, 0.05), est(0.0, 0.1, 0.2), est(0.98, 1.0, 1.02))
+    row = rules.record(S(), "R8", checks, {"gain": est(0.0, 0.02, 0.05)}, "fig.png")
+    assert row["core"] == rules.CORE["R8"] and row["core"] in row["measured"]
+    assert str(rules.MATCH_TOL) in rules.criteria() and str(rules.LOOP_FLAT_TOL) in rules.criteria()
+
+
+def sweep(losses: dict, seeds=(0, 1, 2), noise=0.0) -> pd.DataFrame:
+    """A sweep {depth: loss} at every seed, loss times (1 + noise * seed)."""
+    return pd.DataFrame([{"depth": L, "seed": s, "loss": R * (1 + noise * s)}
+                         for L, R in losses.items() for s in seeds])
+
+
+def test_matched_deviation_reads_loss_against_heads_in_the_stack():
+    single = sweep({1: 0.8, 2: 0.6, 4: 0.5, 8: 0.45})
+    same = sweep({1: 0.6, 2: 0.5, 4: 0.45})  # h = 2: R(L, 2) = R(2L, 1) exactly
+    e = hl.matched_deviation(single, {2: same})
+    assert e.value == pytest.approx(0.0, abs=1e-12)
+    worse = sweep({1: 0.72, 2: 0.5, 4: 0.45})  # 20 % above R(2, 1) at L h = 2
+    assert hl.matched_deviation(single, {2: worse}).value == pytest.approx(0.2)
+
+
+def test_gain_captured_and_kept_share():
+    single = sweep({1: 0.8, 2: 0.6, 4: 0.4})
+    assert hl.gain(single).value == pytest.approx(0.5)
+    layer = sweep({1: 0.6})  # one layer of heads: half of the way from 0.8 to 0.4
+    assert hl.captured(single, layer, 4).value == pytest.approx(0.5)
+    looped = sweep({1: 0.8, 2: 0.7, 4: 0.6})
+    assert hl.gain_ratio(looped, single).value == pytest.approx(0.25 / 0.5)
+    assert hl.one_layer_ratio(layer, single).value == pytest.approx(0.75)
+    flat = sweep({1: 0.8, 2: 0.8, 4: 0.85})  # an untied stack that gains nothing: no share to keep
+    checks = rules.r9(Estimate.point(0.0), {"m": hl.gain_ratio(looped, flat)})
+    assert checks["m keeps the gain"] is None
+    assert np.isfinite(hl.gain(sweep({1: 0.8, 4: 0.4}, noise=0.01)).ci95).all()
+
+
+def test_rank_estimates_pair_each_head_count_with_the_one_head_sweep():
+    one = sweep({1: 0.8, 2: 0.6, 4: 0.5}).assign(key_dim=2, heads=1)
+    two = sweep({1: 0.6, 2: 0.5}).assign(key_dim=2, heads=2)  # d = 4: h = 2 is h k = d
+    heads = pd.concat([one, two], ignore_index=True)
+    baseline = {2: {"complementary_subspace": {1: 0.8, 2: 0.6, 4: 0.5}}}
+    r = hl.rank_estimates(heads, 4, baseline)[2]
+    assert r["deviation"].value == pytest.approx(0.0, abs=1e-12)
+    assert r["captured"].value == pytest.approx((0.8 - 0.6) / (0.8 - 0.5))
+    assert r["baseline"].value == pytest.approx(0.0, abs=1e-12)
+    assert list(hl.matched_table(heads)["L·h"]) == [2, 4]
