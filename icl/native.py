@@ -46,8 +46,7 @@ KERNELS = Path(__file__).with_name("kernels")
 FLAGS = ["-O3", "-march=native", "-fPIC", "-shared"]
 PORTABLE_FLAGS = ["-O3", "-fPIC", "-shared"]  # for compilers that know no -march=native
 OPENMP = ["-fopenmp"]  # where the compiler has it (Apple's clang has not): each set is tried with it first
-# absolute: ctypes takes a bare file name for a library to search for on the loader's path
-BUILD = Path(os.environ.get("ICL_KERNEL_CACHE") or Path.home() / ".cache" / "icl" / "kernels").expanduser().absolute()
+BUILD = Path(os.environ.get("ICL_KERNEL_CACHE") or Path.home() / ".cache" / "icl" / "kernels").expanduser().absolute()  # ctypes searches the loader's path for a bare name
 SLOWER = "3x"  # a run's training time, torch path over kernels: 2.5x softmax depth 16, 3.3x context updates (1 thread)
 
 
@@ -193,9 +192,8 @@ def in_use(cfg, device: torch.device) -> list[str]:
     device, for the held-out sets (drawn on the CPU). The draws' kernel (normal) is not listed: its numbers
     are numpy's bit for bit, so runs with and without it share their cache entries."""
     used = ["sampling"] if usable("sampling", 16) else []
-    name = KERNEL_OF.get(cfg.model)
-    if cfg.model == "shared_stream" and cfg.heads > 1:  # several heads: the torch path (models.SharedStream)
-        name = None
+    several_heads = cfg.model == "shared_stream" and cfg.heads > 1  # the torch path (models.SharedStream)
+    name = None if several_heads else KERNEL_OF.get(cfg.model)
     if name is not None and device.type == "cpu" and usable(name, cfg.context_length):
         used.append(name)
     return sorted(f"{n}:{BUILT_WITH[n]}" for n in used)
