@@ -7,9 +7,9 @@ the same bytes: what changes between executions of unchanged code (timestamps, d
 papermill's cell ids, absolute paths) is dropped (`reproduce.execute`)."""
 from __future__ import annotations
 
-import os
 import sys
 
+from .files import write_atomic
 from .reproduce import NOTEBOOKS, run_all
 from .parameters import profile_root
 
@@ -32,9 +32,7 @@ def run(args) -> int:
     for name, r in results.items():
         if r["status"] == "ok":
             golden = root / "tests" / "golden" / f"{name}.ipynb"
-            tmp = golden.with_name(f".{golden.name}.tmp")
-            tmp.write_bytes((root / profile_root("ci") / name / f"{name}.ipynb").read_bytes())
-            os.replace(tmp, golden)
+            write_atomic(golden, (root / profile_root("ci") / name / f"{name}.ipynb").read_text())
             say(f"{name}: golden copy written in {r['seconds']:.0f} s")
         else:
             say(f"icl: error: {name}: {r['error']}; its golden copy was left as it was")

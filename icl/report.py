@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import claim_report, summary
 from .config import ConfigError
+from .files import write_atomic
 from .paths import repo_root
 from .parameters import NOTEBOOKS, PROFILES, profile_root
 from .staging import readable_timings
@@ -82,7 +83,7 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
         elif (base / name / "results.json").exists():
             unreadable.append(name)
     rows.sort(key=claim_order)
-    (base / "claims.json").write_text(json.dumps(rows, indent=1))
+    write_atomic(base / "claims.json", json.dumps(rows, indent=1))
     times = read_times(base / "timings.json")
     limits = os.path.relpath(root / "docs" / "limits.md", base)
     pipeline_only = profile == "ci" or "smoke" in base.parts  # `--smoke` writes under outputs/smoke/PROFILE
@@ -98,7 +99,7 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
             + ("## Each claim\n\n" + "\n".join(claim_report.section(c, root, base) for c in rows) if rows else "")
             + "".join(included(root / "docs" / page) for page in ("limits.md", "history.md"))
             + timing_line(times))
-    (base / "REPORT.md").write_text(text)
+    write_atomic(base / "REPORT.md", text)
     if base.resolve() == (root / "outputs").resolve():  # the committed quick-profile outputs: the README shows them
         summary.update_readme(root, summary.readme_block(root, base, rows))
     return base / "REPORT.md"
@@ -192,7 +193,7 @@ def record_times(base: Path, times: dict, seconds: float, jobs: int) -> None:
     total = {"seconds": round(seconds, 1), "jobs": jobs, "notebooks": sorted(times),
              "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     now = {n: {k: t[k] for k in keep if k in t} for n, t in times.items()}
-    path.write_text(json.dumps({**old, **now, TOTAL: total}, indent=1))
+    write_atomic(path, json.dumps({**old, **now, TOTAL: total}, indent=1))
 
 
 def profile_report(root: Path, profile: str, base: Path | None = None) -> Path:

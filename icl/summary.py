@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from .claim_report import summary_table
+from .files import write_atomic
 
 BEGIN, END = "<!-- results: generated from outputs/ by `icl reproduce` or `icl report`; edits here are overwritten -->", "<!-- /results -->"
 
@@ -150,5 +151,5 @@ def update_readme(root: Path, block: str) -> bool:
     pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
     if not pattern.search(text):
         return False
-    readme.write_text(pattern.sub(lambda _: f"{BEGIN}\n{block}\n{END}", text))
+    write_atomic(readme, pattern.sub(lambda _: f"{BEGIN}\n{block}\n{END}", text))
     return True
