@@ -115,22 +115,27 @@ label = lambda sp: plots.spectrum_label(*sp)
 # "within 2 standard errors of the references" and "3 combined standard errors apart", and C6a now
 # reads every seed instead of seed 0. The thresholds are unchanged.)*
 #
+# **Core and secondary checks** (since the second rerun; docs/history.md): each claim has a *core*
+# check, the one that carries the paper's statement. Not reproduced when the core fails; reproduced
+# when the core and every secondary check hold; partly reproduced when the core holds and a
+# secondary does not; inconclusive when the core's interval straddles its threshold.
+#
 # - **C1 (depth scaling of linear attention)**, judged on the spectra with a > 0:
 #   (a) the power law describes the losses: R² ≥ 0.95 for every spectrum;
 #   (b) the measured α lies between the Monte Carlo repeated-update and free-polynomial exponents,
 #   α_rep ≤ α ≤ α_free (the references are computed from the spectra and carry no interval), for
 #   every spectrum;
 #   (c) the exponent depends on the spectrum: for some pair of spectra the difference of their
-#   exponents (paired by seed) is nonzero, i.e. its interval excludes 0. Reproduced: all three;
-#   partly: (a) and one of (b), (c); not reproduced otherwise. The isotropic spectrum (one layer
+#   exponents (paired by seed) exceeds 0.1 in size, i.e. its interval lies beyond ±0.1 (against 0
+#   this check could only fail for a difference of exactly 0). **Core: (b)**; (a) and (c) are
+#   secondary. The isotropic spectrum (one layer
 #   suffices in the population limit) is reported beside them, against its Monte Carlo references.
 # - **C6a (linear attention learns strong modes first)**, on the tracked spectrum:
 #   (a) along training, weaker modes are learned later: the rank correlation between the mode
 #   index k (0 = largest input variance) and the step at which mode k covered half of its fall,
 #   mean over seeds, is ≥ 0.5 for depth 1 and for the deepest model;
 #   (b) across depth, weaker modes need more layers: the strongest mode's normalised final loss
-#   (mean over seeds) is below `mode_level` by depth 4, the weakest mode's is not. Reproduced: both;
-#   partly: one.
+#   (mean over seeds) is below `mode_level` by depth 4, the weakest mode's is not. **Core: (a)**.
 #
 # The thresholds and the code that turns the numbers into checks live in `icl.claims.easy`.
 
@@ -376,20 +381,22 @@ conv.T.round(2)
 checks = {"C1": rules.c1(judged, differences), "C6a": rules.c6a(mode_numbers, s["mode_level"])}
 by_spectrum = {name: {r.spectrum: estimates.estimate(r, name) for _, r in judged.iterrows()} for name in ("alpha", "r2")}
 claim(s, "C1", "Linear attention on the easy task: the loss falls with depth as a power law whose exponent depends "
-      "on the spectra and lies between the repeated-update and free-polynomial references.", rules.RULES["C1"](checks["C1"]),
+      "on the spectra and lies between the repeated-update and free-polynomial references.", rules.status("C1", checks["C1"]),
       {"alpha": by_spectrum["alpha"], "R2": by_spectrum["r2"],
        "alpha repeated update (MC)": dict(zip(judged.spectrum, judged.alpha_rep_mc)),
        "alpha free polynomial (MC)": dict(zip(judged.spectrum, judged.alpha_free_mc)),
        "alpha differences": differences, "converged": bool(df.converged.all()), "diverged runs": int(df.diverged.sum()),
        **checks["C1"]}, depth_png,
-      f"R2 >= {rules.R2_MIN}; alpha_rep <= alpha <= alpha_free (Monte Carlo references, same depths); some pair of "
-      "spectra with different alpha; spectra with a > 0; 95 % intervals over seeds")
+      f"core: alpha_rep <= alpha <= alpha_free (Monte Carlo references, same depths); secondary: R2 >= {rules.R2_MIN}, "
+      f"some pair of spectra with |alpha difference| > {rules.SPECTRUM_GAP}; spectra with a > 0; 95 % intervals over seeds",
+      core=rules.CORE["C1"])
 claim(s, "C6a", "Linear attention learns strong modes first: along training and across depth, weak modes lag.",
-      rules.RULES["C6a"](checks["C6a"]),
+      rules.status("C6a", checks["C6a"]),
       {"spectrum": mode_spec, **mode_numbers, "convergence depth strongest/weakest": [conv_trained[0], conv_trained[-1]],
        **checks["C6a"]}, modes_png,
-      f"rank correlation(mode index, half-fall step) >= {rules.ORDER_MIN} at depth 1 and the deepest; strongest mode below "
-      f"{s['mode_level']} by depth {rules.FEW_LAYERS}, weakest not; means over seeds, 95 % intervals")
+      f"core: rank correlation(mode index, half-fall step) >= {rules.ORDER_MIN} at depth 1 and the deepest; secondary: "
+      f"strongest mode below {s['mode_level']} by depth {rules.FEW_LAYERS}, weakest not; means over seeds, 95 % intervals",
+      core=rules.CORE["C6a"])
 nb.write_results(s, {"exponents": table2.drop(columns=["spectrum"]).to_dict("records"), "polynomial_loss": poly_loss,
                      "model_loss": deep["final_loss"], "gamma_isotropy": isotropy,
                      "modes_per_seed": per_seed.reset_index().to_dict("records"),

@@ -4,25 +4,24 @@ import pytest
 from icl.claims import verdict
 
 
-def test_all_checks_hold_is_reproduced_and_none_is_not():
-    assert verdict({"a": True, "b": True}) == "reproduced"
-    assert verdict({"a": False, "b": False}) == "not reproduced"
-    assert verdict({"a": True, "b": False}) == "partly reproduced"
+def test_the_core_decides_whether_a_claim_is_reproduced_at_all():
+    assert verdict({"core": True, "b": True}, "core") == "reproduced"
+    assert verdict({"core": True, "b": False}, "core") == "partly reproduced"
+    assert verdict({"core": False, "b": True}, "core") == "not reproduced"  # secondaries cannot rescue it
+    assert verdict({"core": False, "b": False}, "core") == "not reproduced"
 
 
-def test_a_needed_check_that_fails_means_not_reproduced():
-    assert verdict({"falls": False, "alpha near 1": True}, "falls") == "not reproduced"
-    assert verdict({"falls": True, "alpha near 1": False}, "falls") == "partly reproduced"
+def test_a_secondary_that_is_inconclusive_leaves_the_claim_partly_reproduced():
+    assert verdict({"core": True, "b": None}, "core") == "partly reproduced"
 
 
-def test_plus_one_asks_for_a_second_check_beyond_the_needed_one():
-    checks = {"power law": True, "between": False, "depends": False}
-    assert verdict(checks, "power law") == "partly reproduced"
-    assert verdict(checks, "power law", plus_one=True) == "not reproduced"
-    assert verdict({**checks, "depends": True}, "power law", plus_one=True) == "partly reproduced"
+def test_a_per_cell_check_holds_when_every_cell_holds():
+    assert verdict({"cells": [True, True]}, "cells") == "reproduced"
+    assert verdict({"cells": [True, False]}, "cells") == "not reproduced"
+    assert verdict({"cells": [True, None]}, "cells") == "inconclusive"
 
 
-def test_an_unknown_needed_check_is_an_error():
+def test_an_unknown_core_check_is_an_error():
     with pytest.raises(KeyError, match="nope"):
         verdict({"a": True}, "nope")
 
@@ -87,21 +86,19 @@ def test_every_and_share_combine_cases():
     assert share([True, False, False, False], 0.5) is False
 
 
-def test_an_inconclusive_check_that_could_change_the_status_makes_it_inconclusive():
-    s = verdict({"falls": None, "alpha near 1": True}, "falls")
+def test_an_inconclusive_core_makes_the_claim_inconclusive_with_its_range():
+    s = verdict({"decay": None, "floor": True}, "decay")
     assert s == "inconclusive" and s.range == ("not reproduced", "reproduced")
-    s = verdict({"falls": True, "alpha near 1": None, "floor": False}, "falls")
-    assert s == "partly reproduced"  # either way partly: the inconclusive check does not matter
-    assert verdict({"a": None, "b": False}).range == ("not reproduced", "partly reproduced")
+    assert verdict({"a": None, "b": False}, "a").range == ("not reproduced", "partly reproduced")
     with pytest.raises(ValueError, match="True, False or None"):
-        verdict({"a": 0.3})
+        verdict({"a": 0.3}, "a")
 
 
 def test_overall_carries_the_regimes_ranges():
     from icl.claims import overall
 
-    assert overall([verdict({"a": None}), "reproduced"]).range == ("partly reproduced", "reproduced")
-    assert overall([verdict({"a": None}), "not reproduced"]).range == ("not reproduced", "partly reproduced")
+    assert overall([verdict({"a": None}, "a"), "reproduced"]).range == ("partly reproduced", "reproduced")
+    assert overall([verdict({"a": None}, "a"), "not reproduced"]).range == ("not reproduced", "partly reproduced")
     with pytest.raises(ValueError, match="range"):
         overall(["inconclusive"])  # a bare string cannot say what it might be
 
@@ -112,6 +109,8 @@ def test_an_inconclusive_claim_records_its_range_and_estimates_as_intervals():
     from icl.claims import claim
 
     s = SimpleNamespace(claims=[])
-    row = claim(s, "C4", "text", verdict({"falls": None}, "falls"), {"alpha": est(0.8, 1.0, 1.3)}, "f.png", "rule")
+    row = claim(s, "C4", "text", verdict({"falls": None}, "falls"), {"alpha": est(0.8, 1.0, 1.3)}, "f.png", "rule",
+                core="falls")
+    assert row["core"] == "falls"
     assert row["status"] == "inconclusive" and row["range"] == ["not reproduced", "reproduced"]
     assert row["measured"]["alpha"] == {"value": 1.0, "ci68": [0.8, 1.3], "ci95": [0.8, 1.3], "n_seeds": 5}

@@ -6,16 +6,19 @@ of its threshold, fails (False) when the whole interval lies on the wrong side, 
 inconclusive (None) otherwise (docs/statistics.md). A number from a single seed has no interval and is judged
 on its value (its record says n_seeds = 1).
 
-A claim's *status* follows from its named checks (`verdict`): reproduced when every check holds,
-not reproduced when none holds or a defining (`needed`) check fails, partly reproduced in between.
-Where inconclusive checks leave room for more than one status, the status is *inconclusive* and
-the record names the range it lies in (from the worst case, every inconclusive check failing, to
-the best, every one holding).
+A claim's *status* follows from its *core* check, the one that carries the paper's statement, and
+its secondary checks (`verdict`, SPEC §9): not reproduced when the core fails; reproduced when the
+core and every secondary check hold; partly reproduced when the core holds and a secondary check
+does not. When the core is inconclusive (its interval straddles the threshold, or the fit it reads
+is ill-conditioned) the status is *inconclusive*, and the record names the range it lies in (from
+the worst case, the core failing, to the best, the core holding). A check that cannot fail (an
+algebraic identity) is a unit test in tests/, never a check here.
 """
 from __future__ import annotations
 
 import math
 
+from ..exponents import exponent
 from ..intervals import Estimate
 
 STATUSES = ("reproduced", "partly reproduced", "not reproduced", "inconclusive")
@@ -70,6 +73,14 @@ def within(x, centre: float, tol: float) -> bool | None:
     return False if hi < centre - tol or lo > centre + tol else None
 
 
+def near_one(row, tol: float) -> bool | None:
+    """|alpha - 1| <= tol for a sweep's exponent, over the interval that spans its seeds and every
+    defensible fit (`icl.estimates.exponent`); inconclusive when one of those fits is
+    ill-conditioned: its digits are not read."""
+    e = exponent(row)
+    return None if e is None else within(e, 1.0, tol)
+
+
 def every(results) -> bool | None:
     """A check over several cases (e.g. every spectrum): fails if one fails, holds if all hold."""
     results = list(results)
@@ -99,29 +110,20 @@ def share(results, at_least: float) -> bool | None:
 # ---------------------------------------------------------------- statuses
 
 
-def _decided(checks: dict, needed: str | None, plus_one: bool) -> str:
-    values = [bool(v) for v in checks.values()]
-    others = [bool(v) for k, v in checks.items() if k != needed]
-    if values and all(values):
-        return "reproduced"
-    if not any(values) or (needed is not None and not checks[needed]) or (plus_one and not any(others)):
-        return "not reproduced"
-    return "partly reproduced"
-
-
-def verdict(checks: dict, needed: str | None = None, plus_one: bool = False) -> Status:
-    """A claim's status from its named checks (True holds, False fails, None inconclusive).
-    Every check holds: reproduced. Not reproduced when none holds, when the `needed` check fails,
-    or (plus_one) when the `needed` check is the only one that holds. Otherwise partly reproduced.
-    Inconclusive checks are tried both ways; where the two differ the status is inconclusive."""
-    if needed is not None and needed not in checks:
-        raise KeyError(f"needed check {needed!r} is not among {list(checks)}")
-    bad = {k: v for k, v in checks.items() if v not in (True, False, None)}
+def verdict(checks: dict, core: str) -> Status:
+    """A claim's status from its named checks (True holds, False fails, None inconclusive; a list
+    is a check per cell, holding when every cell holds) and the name of its core check."""
+    if core not in checks:
+        raise KeyError(f"core check {core!r} is not among {list(checks)}")
+    flat = {k: every(v) if isinstance(v, list) else v for k, v in checks.items()}
+    bad = {k: v for k, v in flat.items() if v not in (True, False, None)}
     if bad:
         raise ValueError(f"checks must be True, False or None (inconclusive), got {bad}")
-    worst = _decided({k: v is True for k, v in checks.items()}, needed, plus_one)
-    best = _decided({k: v is not False for k, v in checks.items()}, needed, plus_one)
-    return Status(worst, best)
+    secondary = [v for k, v in flat.items() if k != core]
+    holds = "reproduced" if all(v is True for v in secondary) else "partly reproduced"
+    if flat[core] is True:
+        return Status(holds, holds)
+    return Status("not reproduced", "not reproduced" if flat[core] is False else holds)
 
 
 def _decided_overall(statuses: list[str]) -> str:
@@ -179,11 +181,14 @@ def _record_status(row: dict, status) -> dict:
 
 
 def claim(s, cid: str, text: str, status, measured: dict, figure: str, criterion: str,
-          regimes: dict | None = None) -> dict:
-    """Record one claim's verdict (it goes to results.json, then to outputs/REPORT.md). A claim
-    judged in several regimes gives `regimes` = {regime: {"status": ..., "measured": {...}}}."""
+          regimes: dict | None = None, core: str | None = None) -> dict:
+    """Record one claim's verdict (it goes to results.json, then to outputs/REPORT.md), with the
+    name of its core check (the report's "decided by"). A claim judged in several regimes gives
+    `regimes` = {regime: {"status": ..., "measured": {...}}}."""
     row = _record_status({"id": cid, "claim": text, "criterion": criterion}, status)
     row.update(measured=_plain(measured), figure=figure)
+    if core is not None:
+        row["core"] = core
     if regimes:
         row["regimes"] = {str(k): _record_status({"measured": _plain(r["measured"])}, r["status"])
                           for k, r in regimes.items()}
@@ -191,7 +196,8 @@ def claim(s, cid: str, text: str, status, measured: dict, figure: str, criterion
     return row
 
 
-def claim_by_regime(s, cid: str, text: str, regimes: dict, figure: str, criterion: str) -> dict:
+def claim_by_regime(s, cid: str, text: str, regimes: dict, figure: str, criterion: str,
+                    core: str | None = None) -> dict:
     """Record a claim judged in several regimes, {regime: {"status": ..., "measured": {...}}}: its
     overall status (`overall`) and the regimes where it holds, at least partly and fully."""
     summary = {"holds (at least partly) in": [k for k, r in regimes.items() if r["status"] in ("reproduced", "partly reproduced")],
@@ -199,7 +205,7 @@ def claim_by_regime(s, cid: str, text: str, regimes: dict, figure: str, criterio
                "inconclusive in": [k for k, r in regimes.items() if r["status"] == "inconclusive"]}
     return claim(s, cid, text, overall(r["status"] for r in regimes.values()), summary, figure,
                  criterion + "; judged in every regime: reproduced when reproduced in all, not reproduced when in none",
-                 regimes)
+                 regimes, core)
 
 
 def show_claims(s) -> None:

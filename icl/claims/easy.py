@@ -7,6 +7,8 @@ claim (True holds, False fails, None inconclusive; `icl.claims`). The thresholds
 ones the notebooks' criteria cells state before the runs. C1's former uncertainty allowances
 (alpha within 2 standard errors of the references, spectra 3 combined standard errors apart) are
 replaced by the 95 % intervals themselves: they were the old way of saying how sure a number is.
+Each claim's core check (CORE) carries the paper's statement; the others are secondary
+(`icl.claims.verdict`).
 """
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ from . import above, below, every, some, verdict, within
 R2_MIN = 0.95  # C1 (a): the power law describes the losses
 ORDER_MIN, FEW_LAYERS = 0.5, 4  # C6a: rank correlation of the learning order; "by depth 4"
 NEAR_ZERO, DEPTH_GAIN, FOCUS_MASS, NORM_GROWTH = 0.01, 0.005, 0.9, 1.5  # C2
+SPECTRUM_GAP = 0.1  # C1 (c): two spectra's exponents "differ" when they are this far apart
+
+CORE = {"C1": "between references", "C6a": "strong modes first (training)", "C2": "near zero"}
 
 
 def _rows(table):
@@ -30,17 +35,18 @@ def between(x, low: float, high: float) -> bool | None:
     return within(x, (low + high) / 2, (high - low) / 2)
 
 
-def differs(difference) -> bool | None:
-    """A difference is nonzero: True when its whole interval lies on one side of 0. It can only
-    fail for a difference of exactly 0 (an interval cannot show that two numbers are equal)."""
-    return some([above(difference, 0.0), below(difference, 0.0)])
+def differs(difference, gap: float = SPECTRUM_GAP) -> bool | None:
+    """|difference| > gap: True when its whole interval lies beyond +-gap, False when it lies
+    wholly inside [-gap, gap]. (Against 0 it could only fail for a difference of exactly 0.)"""
+    return some([above(difference, gap), below(difference, -gap)])
 
 
 def c1(exponents, differences: dict) -> dict:
     """Linear attention, easy task, on the judged spectra: (a) R² >= R2_MIN for every spectrum;
     (b) alpha between the Monte Carlo repeated-update and free-polynomial exponents (columns
     alpha_rep_mc, alpha_free_mc: no interval, computed from the spectra) for every spectrum;
-    (c) some pair of spectra has different exponents (`differences`: alpha_i - alpha_j).
+    (c) some pair of spectra has exponents more than SPECTRUM_GAP apart (`differences`:
+    alpha_i - alpha_j). (b) is the core.
     With no judged spectrum, (a) and (b) fail; with fewer than two, (c) fails."""
     rows = _rows(exponents)
     power_law = every(above(estimate(r, "r2"), R2_MIN) for r in rows) if rows else False
@@ -69,8 +75,6 @@ def c2(table) -> dict:
             "norm growth": each("norm_growth", lambda e: above(e, NORM_GROWTH))}
 
 
-RULES = {  # claim -> how its checks make its status
-    "C1": lambda c: verdict(c, "power law", plus_one=True),
-    "C6a": lambda c: verdict(c),
-    "C2": lambda c: verdict(c),
-}
+def status(cid: str, checks: dict):
+    """The claim's status from its checks, judged by its core (`icl.claims.verdict`)."""
+    return verdict(checks, CORE[cid])

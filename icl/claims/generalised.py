@@ -6,16 +6,20 @@ R_ref, A_change and C_change over the last doubling of depth) and the context-up
 (`per_sweep(..., context_update_estimates)`: u_span, u_mean, self_mass). Thresholds as the
 notebook's criteria cell states them before the runs. "Falls beyond moderate depth" was "the
 deepest mean loss below R_ref by more than two seed spreads"; it is now R_deepest / R_ref below 1
-with its 95 % interval, which says how sure the fall is in the way every other check does.
+with its 95 % interval, which says how sure the fall is in the way every other check does. Each claim's core check (CORE)
+carries the paper's statement; the others are secondary (`icl.claims.verdict`).
 """
 from __future__ import annotations
 
 from ..estimates import estimate
-from . import above, below, every, verdict, within
+from ..exponents import recorded
+from . import above, below, every, near_one, verdict, within
 
 ALPHA_TOL, LEVEL_TOL, FLAT_GAIN = 0.35, 0.15, 0.02  # alpha near 1; A_L, C_L level off; top-16 flat
 U_SPAN, PAPER_U, U_TOL = 0.5, -2.3, 0.5  # the update scalar: varies, or stays near the paper's -2.3
 IDENTITY_MASS, BROAD_MASS = 0.7, 0.3  # self-attention mass of the deepest model's context attention
+
+CORE = {"C7": "inverse-depth decay", "C8": "top-2 inverse-depth signal"}
 
 
 def sweep_name(row) -> str:
@@ -28,20 +32,21 @@ def falls(row) -> bool | None:
     return below(estimate(row, "fall_beyond"), 1.0)
 
 
-def alpha_near_one(row) -> bool | None:
-    return within(estimate(row, "alpha"), 1.0, ALPHA_TOL)
+def decays(row) -> bool | None:
+    """Inverse-depth decay of one sweep: it falls beyond the reference depth and its exponent lies
+    within ALPHA_TOL of 1 (`icl.claims.near_one`)."""
+    return every([falls(row), near_one(row, ALPHA_TOL)])
 
 
 def c7(table) -> dict:
-    """Shared stream and untied values at one rank, per sweep (model and spectrum): it falls beyond
-    the reference depth, |alpha - 1| <= ALPHA_TOL, and A_L and C_L change by less than LEVEL_TOL
-    over the last doubling of depth. One named check per sweep and criterion."""
-    checks = {}
-    for _, r in table.iterrows():
-        name = sweep_name(r)
-        level = every([below(estimate(r, "A_change"), LEVEL_TOL), below(estimate(r, "C_change"), LEVEL_TOL)])
-        checks.update({f"{name}: falls": falls(r), f"{name}: alpha near 1": alpha_near_one(r),
-                       f"{name}: A, C level off": level})
+    """Shared stream and untied values at one rank. Core: every sweep (model and spectrum) decays
+    (`decays`); secondary, per sweep: A_L and C_L change by less than LEVEL_TOL over the last
+    doubling of depth."""
+    rows = [r for _, r in table.iterrows()]
+    checks = {CORE["C7"]: every(decays(r) for r in rows)}
+    for r in rows:
+        checks[f"{sweep_name(r)}: A, C level off"] = every([below(estimate(r, "A_change"), LEVEL_TOL),
+                                                             below(estimate(r, "C_change"), LEVEL_TOL)])
     return checks
 
 
@@ -50,7 +55,7 @@ def c8(top2, wide, u_top2, u_wide) -> dict:
     their rows of the context-update table. The broad target 'stops improving' when R_deepest /
     R_ref > 1 - FLAT_GAIN: that contains 'does not fall at all' (a ratio of at least 1)."""
     k = int(wide.top_k)
-    return {"top-2 inverse-depth signal": every([falls(top2), alpha_near_one(top2)]),
+    return {CORE["C8"]: decays(top2),
             f"top-{k} stops improving": above(estimate(wide, "fall_beyond"), 1 - FLAT_GAIN),
             "top-2 u varies with depth": above(estimate(u_top2, "u_span"), U_SPAN),
             f"top-{k} u constant": below(estimate(u_wide, "u_span"), U_SPAN),
@@ -61,7 +66,8 @@ def c8(top2, wide, u_top2, u_wide) -> dict:
 
 def c7_numbers(table) -> dict:
     """What C7's checks read, per sweep, for the record (results.json, REPORT)."""
-    return {sweep_name(r): {"alpha": estimate(r, "alpha"), "R_deepest / R_ref": estimate(r, "fall_beyond"),
+    return {sweep_name(r): {"alpha (defensible fits)": recorded(r), "alpha": estimate(r, "alpha"),
+                            "tail alpha (L >= m)": estimate(r, "alpha_tail"), "R_deepest / R_ref": estimate(r, "fall_beyond"),
                             "A_L change": estimate(r, "A_change"), "C_L change": estimate(r, "C_change"),
                             "converged": bool(r.trained_to_plateau)} for _, r in table.iterrows()}
 
@@ -71,10 +77,13 @@ def c8_numbers(top2, wide, u_top2, u_wide) -> dict:
     the span and mean of the update scalars and the deepest model's self-attention mass."""
     out = {}
     for r, u in ((top2, u_top2), (wide, u_wide)):
-        out[f"top-{int(r.top_k)}"] = {"alpha": estimate(r, "alpha"), "R_deepest / R_ref": estimate(r, "fall_beyond"),
+        out[f"top-{int(r.top_k)}"] = {"alpha (defensible fits)": recorded(r), "alpha": estimate(r, "alpha"),
+                                      "R_deepest / R_ref": estimate(r, "fall_beyond"),
                                       "u span": estimate(u, "u_span"), "u mean": estimate(u, "u_mean"),
                                       "self mass": estimate(u, "self_mass"), "converged": bool(r.trained_to_plateau)}
     return out
 
 
-RULES = {"C7": lambda c: verdict(c), "C8": lambda c: verdict(c)}  # reproduced: all; partly: some; not: none
+def status(cid: str, checks: dict):
+    """The claim's status from its checks, judged by its core (`icl.claims.verdict`)."""
+    return verdict(checks, CORE[cid])

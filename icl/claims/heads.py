@@ -93,12 +93,10 @@ def r9(looped_gain, kept: dict) -> dict:
 def status(cid: str, checks: dict):
     """Reproduced: every check holds; not reproduced: the core fails; partly otherwise; an
     inconclusive core (or secondary that decides) gives inconclusive (icl.claims.verdict)."""
-    return verdict(checks, needed=CORE[cid])
+    return verdict(checks, CORE[cid])
 
 
 def record(s, cid: str, checks: dict, numbers: dict, figure: str) -> dict:
     """One claim's record with its core check named (icl.claim_report's "decided by")."""
-    row = claim(s, cid, TEXT[cid], status(cid, checks), {**numbers, **checks}, figure,
-                CRITERIA[cid])
-    row["core"] = CORE[cid]
-    return row
+    return claim(s, cid, TEXT[cid], status(cid, checks), {**numbers, **checks}, figure,
+                 CRITERIA[cid], core=CORE[cid])
