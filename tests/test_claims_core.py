@@ -1,0 +1,168 @@
+"""Every claim names a core check, and that core can fail: on made-up numbers where the core is on
+the wrong side the claim is not reproduced, whatever its secondary checks say (SPEC §9). And the
+exponent a core reads covers every defensible fit, or is not read at all (icl.exponents)."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from icl import exponents
+from icl.claims import difficult, easy, generalised, heads, mechanism, regimes
+from icl.estimates import estimate_columns, estimate_table
+from icl.intervals import Estimate
+
+
+def est(lo, value, hi, n=5):
+    return Estimate(value, (lo, hi), (lo, hi), n)
+
+
+def table(*rows) -> pd.DataFrame:
+    """Rows of estimate columns (Estimates flattened), other values as given."""
+    out = []
+    for numbers in rows:
+        row = {"n_seeds": 5, "input_exponent": 0.0, "task_exponent": 0.0, "fit_problem": ""}
+        for k, v in numbers.items():
+            row.update(estimate_columns(k, v) if isinstance(v, Estimate) else {k: v})
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+DECAYS = dict(fall=est(0.4, 0.45, 0.5), alpha=est(0.9, 1.0, 1.1), floor_ratio=est(0.3, 0.4, 0.5))
+SLOW = dict(DECAYS, alpha=est(0.4, 0.5, 0.6))  # falls, but with an exponent far from 1
+
+
+def core_fails(module, cid, checks):
+    """The claim's core is False in `checks`, and its status is not reproduced."""
+    assert checks[module.CORE[cid]] is False, checks
+    assert module.status(cid, checks) == "not reproduced"
+
+
+def test_every_claim_of_the_paper_and_ours_names_a_core_among_its_checks():
+    named = {**easy.CORE, **difficult.CORE, **generalised.CORE, **regimes.CORE, **mechanism.CORE, **heads.CORE}
+    assert sorted(named) == sorted(["C1", "C2", "C6a", "C3", "C4", "C5", "C6b", "C9", "C10", "C7", "C8",
+                                    "R1", "R2", "R3", "R4a", "R4b", "R5", "R6", "R7", "R8", "R9"])
+
+
+def test_c4_core_fails_on_a_slow_decay_and_holds_on_inverse_depth():
+    assert difficult.status("C4", difficult.c4(table(DECAYS))) == "reproduced"
+    core_fails(difficult, "C4", difficult.c4(table(SLOW)))
+    core_fails(difficult, "C4", difficult.c4(table(dict(DECAYS, fall=est(0.95, 0.98, 1.0)))))  # flat
+
+
+def test_c4_core_is_inconclusive_on_an_ill_conditioned_fit():
+    ill = table(DECAYS).assign(fit_problem="floor at its bound")
+    status = difficult.status("C4", difficult.c4(ill))
+    assert status == "inconclusive" and status.range == ("not reproduced", "reproduced")
+
+
+def test_c3_core_fails_when_the_linear_model_keeps_improving_after_depth_2():
+    checks = difficult.c3(table(dict(settle_ratio=est(1.2, 1.3, 1.4), floor_match=est(0.98, 1.0, 1.02))))
+    core_fails(difficult, "C3", checks)
+
+
+def test_c5_core_fails_when_gamma_is_far_from_one():
+    checks = difficult.c5(table(dict(gap_positive=est(1, 1, 1), gamma=est(0.2, 0.3, 0.4),
+                                     disagreement_slope=est(-0.1, 0.0, 0.1))))
+    core_fails(difficult, "C5", checks)
+    assert "identity" not in checks  # an algebraic identity is a unit test, not a verdict check
+
+
+def test_c6b_core_fails_when_softmax_modes_spread_like_linear_ones():
+    core_fails(difficult, "C6b", difficult.c6b(est(0.95, 1.02, 1.05), est(10, 20, 30)))
+
+
+def test_c9_core_fails_when_the_upper_tail_is_not_cut():
+    core_fails(difficult, "C9", difficult.c9({"p1": est(1.1, 1.2, 1.3), "p90": est(0.9, 0.95, 0.99),
+                                              "p99": est(0.91, 0.93, 0.95)}))
+
+
+def test_c10_core_fails_when_the_joint_spectra_decay_slowly():
+    joint = table(SLOW).assign(top_k=2)
+    checks = difficult.c10(joint, joint, est(0.1, 0.2, 0.3))
+    core_fails(difficult, "C10", checks)
+
+
+def test_r1_core_fails_when_one_full_rank_cell_is_off_the_bound():
+    cells = table(dict(R_1_over_bound=est(0.99, 1.0, 1.01)), dict(R_1_over_bound=est(1.1, 1.12, 1.14)))
+    core_fails(regimes, "R1", {k: regimes.every(v) for k, v in regimes.r1(cells).items()})
+    assert regimes.status("R1", regimes.r1(cells)) == "not reproduced"  # the per-cell list itself
+
+
+def test_r2_core_fails_when_a_full_rank_stack_gains_much_from_depth():
+    cells = table(dict(fall=est(0.8, 0.85, 0.88), deepest_over_mixture=est(0.99, 1.0, 1.01)))
+    core_fails(regimes, "R2", regimes.r2(cells))
+
+
+def test_r3_core_fails_on_a_slow_tail_and_reads_the_defensible_fits():
+    cells = table(dict(SLOW, gap_closed=est(0.6, 0.7, 0.8)))
+    core_fails(regimes, "R3", regimes.r3(cells))
+    wide = table(dict(DECAYS, gap_closed=est(0.6, 0.7, 0.8), alpha_tail=est(0.5, 0.6, 0.7)))
+    assert regimes.r3(wide)["inverse-depth decay"] is None  # the tail fit's interval straddles 0.75
+
+
+def test_r4_core_fails_when_a_cell_is_far_from_its_baseline():
+    cells = table(dict(complementary_subspace_gap=est(0.01, 0.02, 0.03)),
+                  dict(complementary_subspace_gap=est(0.3, 0.32, 0.34)))
+    assert mechanism.status("R4b", mechanism.r4(cells, "complementary_subspace")) == "not reproduced"
+
+
+def test_r5_core_fails_when_layers_overlap_like_random_subspaces():
+    checks = mechanism.r5({"d16 P64 k4": {"overlap": est(0.9, 0.95, 1.0), "coverage": [est(0.1, 0.2, 0.3)]}})
+    core_fails(mechanism, "R5", checks)
+
+
+def test_r6_core_fails_when_the_frozen_tiling_is_much_worse():
+    checks = mechanism.r6({"key_dim 4": {"tiled / trained": [est(1.2, 1.3, 1.4)], "random / tiled": est(1.3, 1.4, 1.5)}})
+    core_fails(mechanism, "R6", checks)
+
+
+# --- the exponent a verdict reads ---------------------------------------------------------
+
+
+def test_knee_depth_is_the_depth_at_which_rank_k_layers_can_span_r_d():
+    assert [exponents.knee_depth(16, k) for k in (1, 2, 4, 8, 12, 16)] == [16, 8, 4, 2, 2, 1]
+    with pytest.raises(ValueError, match="key_dim=0"):
+        exponents.knee_depth(16, 0)
+
+
+def test_the_exponent_interval_is_the_union_over_the_defensible_fits():
+    row = table(dict(alpha=est(0.70, 0.72, 0.74), alpha_from2=est(1.05, 1.08, 1.1),
+                     alpha_tail=est(0.5, 0.51, 0.53))).iloc[0]
+    e = exponents.exponent(row)
+    assert e.value == 0.72 and e.ci95 == (0.5, 1.1)
+
+
+def test_an_ill_conditioned_defensible_fit_leaves_the_exponent_unread():
+    row = table(dict(alpha=est(0.9, 1.0, 1.1), alpha_tail=est(0.9, 1.0, 1.1))).assign(tail_problem="floor at its bound")
+    assert exponents.exponent(row.iloc[0]) is None
+    assert exponents.recorded(row.iloc[0]).startswith("not read: tail: floor at its bound")
+    from_csv = table(dict(alpha=est(0.9, 1.0, 1.1))).assign(fit_problem=math.nan).iloc[0]  # NaN: no problem
+    assert exponents.exponent(from_csv).value == 1.0
+
+
+def synthetic(knee_m: int, tail_alpha: float, seeds=(0, 1, 2, 3, 4), depths=(1, 2, 3, 4, 6, 8, 12, 16, 32, 64)):
+    """A rank-limited curve: a steep fall to depth m, then a tail C + c L^-tail_alpha, with small
+    seed noise."""
+    rng = np.random.default_rng(0)
+    tail = lambda L: 0.3 + 0.5 * L ** -tail_alpha
+    curve = lambda L: tail(L) if L >= knee_m else tail(knee_m) * (knee_m / L) ** 0.6
+    return pd.DataFrame([{"key_dim": 4, "seed": s, "depth": L, "loss": curve(L) * (1 + 0.002 * rng.standard_normal())}
+                         for s in seeds for L in depths])
+
+
+def test_the_tail_fit_recovers_the_slope_beyond_the_knee_that_the_all_depth_fit_misses():
+    df = synthetic(knee_m=4, tail_alpha=0.5)
+    t = exponents.exponent_fits(estimate_table(df, ["key_dim"]), df, ["key_dim"], lambda r: 4)
+    row = t.iloc[0]
+    assert row.knee_depth == 4 and row.alpha_tail == pytest.approx(0.5, abs=0.05)
+    assert row.knee < 1  # the loss at the knee over the one-layer loss
+    e = exponents.exponent(row)
+    if e is not None:  # every defensible fit sound: the interval spans them all
+        assert e.ci95[0] <= row.alpha_tail_lo95 and e.ci95[1] >= max(row.alpha_hi95, row.alpha_from2_hi95)
+
+
+def test_a_tail_with_too_few_depths_is_not_read():
+    df = synthetic(knee_m=16, tail_alpha=0.5)
+    row = exponents.exponent_fits(estimate_table(df, ["key_dim"]), df, ["key_dim"], lambda r: 32).iloc[0]
+    assert row.tail_problem.startswith("fewer than 4 depths") and exponents.exponent(row) is None
