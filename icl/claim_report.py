@@ -190,6 +190,12 @@ def reads(check: str, numbers: list) -> str:
                  and (not within or c == within or (c or "").startswith(within + " "))]
         leaves = [(c or name, x) for c, v in found for x in _leaves(v)]
         values = _ordered([x for _, x in leaves])
+        unread = sum(isinstance(v, str) and v.startswith("not read") for _, v in found)
+        if unread and not leaves:
+            out.append(f"{name} not read in {unread} (an ill-conditioned fit)")
+            continue
+        if unread:
+            leaves += [(None, None)] * unread  # counted below as "without one"
         if len(leaves) == 1:
             out.append(f"{name} {number(leaves[0][1])}")
         elif values:

@@ -80,9 +80,11 @@ def estimate_columns(name: str, e) -> dict:
 
 
 def estimate(row, name: str):
-    """The Estimate that `estimate_columns` flattened into a table row (a dict or a pandas row)."""
-    return Estimate(float(row[name]), (float(row[f"{name}_lo68"]), float(row[f"{name}_hi68"])),
-                    (float(row[f"{name}_lo95"]), float(row[f"{name}_hi95"])), int(row["n_seeds"]))
+    """The Estimate that `estimate_columns` flattened into a table row (a dict or a pandas row; a
+    number results.json stored as null reads as NaN)."""
+    num = lambda key: math.nan if row.get(key) is None else float(row[key])
+    return Estimate(num(name), (num(f"{name}_lo68"), num(f"{name}_hi68")),
+                    (num(f"{name}_lo95"), num(f"{name}_hi95")), int(row["n_seeds"]))
 
 
 def estimate_table(df: pd.DataFrame, by: list[str], value: str = "loss", workers: int = 1, **fit_options) -> pd.DataFrame:

@@ -78,6 +78,11 @@ def exponent_fits(table: pd.DataFrame, df: pd.DataFrame, by: list[str], m_of, wo
     return table.merge(extra, on=by, how="left") if len(extra) else table
 
 
+def _finite(x) -> bool:
+    """A number that is there: JSON stores a missing one as null, a CSV as NaN."""
+    return x is not None and math.isfinite(float(x))
+
+
 def _problems(row) -> list[str]:
     """The ill-conditioning verdicts of a row's defensible fits (NaN read back from a CSV is none)."""
     out = []
@@ -99,7 +104,7 @@ def exponent(row) -> Estimate | None:
     ill-conditioned."""
     if _problems(row):
         return None
-    names = [n for n in DEFENSIBLE if f"{n}_lo95" in row and math.isfinite(float(row[n]))]
+    names = [n for n in DEFENSIBLE if _finite(row.get(n) if hasattr(row, "get") else None)]
     if not names:
         return None
     each = [estimate(row, n) for n in names]

@@ -1,5 +1,5 @@
 """What a reader should see first, generated from the notebooks' results.json (never typed): the
-answer to the headline question (where the 95 % interval of alpha contains 1), the exponents of
+answer to the headline question (where alpha is near 1, over the rank-limited sweeps), the exponents of
 C4 with the fit's sensitivity, the regime table of notebook 06 and the mechanism of notebook 07.
 REPORT.md shows these after its claims table, and `icl reproduce` (or `icl report`, which runs
 nothing) writes them with that table into README.md between the BEGIN and END markers, so that the
@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 
 from .claim_report import summary_table
+from .claims import within
+from .exponents import exponent
 from .files import write_atomic
 
 BEGIN, END = "<!-- results: generated from outputs/ by `icl reproduce` or `icl report`; edits here are overwritten -->", "<!-- /results -->"
@@ -37,44 +39,69 @@ def _interval(row: dict, name: str, digits: int = 2) -> str:
     return f"{value} [{lo:.{digits}f}, {hi:.{digits}f}]" if lo is not None and hi is not None else value
 
 
-def _contains_one(row: dict) -> bool | None:
-    lo, hi = row.get("alpha_lo95"), row.get("alpha_hi95")
-    return None if lo is None or hi is None else lo <= 1.0 <= hi
+ALPHA_TOL = 0.25  # the criteria's tolerance for "alpha near 1" (notebooks 03 and 06)
+
+
+def _near_one(row: dict) -> bool | None:
+    """|alpha - 1| <= ALPHA_TOL over every defensible fit (icl.exponents); None when not read."""
+    e = exponent(row)
+    return None if e is None else within(e, 1.0, ALPHA_TOL)
+
+
+def _limited_sweeps(base: Path) -> list[tuple[str, dict]]:
+    """(label, row) of every rank-limited sweep (key_dim < d) of notebook 03's headline table and
+    notebook 06's map (whose cells at 03's (d, P) and rank are 03's, with more seeds)."""
+    r03, r06 = results(base, "03_difficult"), results(base, "06_regimes")
+    rows03 = (r03 or {}).get("numbers", {}).get("table1", [])
+    d03 = {x["key_dim"] for x in rows03}
+    cells = [(f"d=16, P=64, k={x['key_dim']}, (a, b) = ({x['input_exponent']:g}, {x['task_exponent']:g})", x)
+             for x in rows03 if x["key_dim"] < 16]
+    for x in (r06 or {}).get("numbers", {}).get("regimes", []):
+        if x["key_dim"] < x["dim"] and not ((x["dim"], x["context_length"]) == (16, 64) and x["key_dim"] in d03):
+            cells.append((f"d={x['dim']}, P={x['context_length']}, k={x['key_dim']}", x))
+    return cells
 
 
 def alpha_answer(base: Path) -> str:
-    """One sentence: the cells (notebook 03's headline sweeps, notebook 06's map) whose 95 % interval
-    of alpha contains 1, and those whose interval does not."""
-    cells = []
-    r03, r06 = results(base, "03_difficult"), results(base, "06_regimes")
-    for row in (r03 or {}).get("numbers", {}).get("table1", []):
-        cells.append((f"k={row['key_dim']}, (a, b) = ({row['input_exponent']:g}, {row['task_exponent']:g})", row))
-    for row in (r06 or {}).get("numbers", {}).get("regimes", []):
-        if (row["dim"], row["context_length"]) != (16, 64):  # the (16, 64) cells are notebook 03's
-            cells.append((f"d={row['dim']}, P={row['context_length']}, k={row['key_dim']}", row))
+    """One sentence over the rank-limited sweeps (a full-rank sweep is flat: it has no exponent to
+    ask about): where |alpha - 1| <= ALPHA_TOL holds over every defensible fit, where it fails, and
+    where an ill-conditioned fit leaves it unread."""
+    cells = _limited_sweeps(base)
     if not cells:
         return ""
-    yes = [name for name, row in cells if _contains_one(row)]
-    no = [name for name, row in cells if _contains_one(row) is False]
-    excluded = f" ({'; '.join(no)})" if 0 < len(no) <= 5 else ""  # a long list: the tables below show them
-    return (f"**Where is alpha near 1?** The 95 % interval over seeds of the fitted exponent contains 1 in "
-            f"{len(yes)} of {len(cells)} sweeps ({'; '.join(yes) or 'none'}) and excludes it in {len(no)}{excluded}.\n\n")
+    verdicts = [(name, _near_one(row)) for name, row in cells]
+    yes = [n for n, v in verdicts if v is True]
+    no, unread = [n for n, v in verdicts if v is False], [n for n, v in verdicts if v is None]
+    listed = lambda names: f" ({'; '.join(names)})" if 0 < len(names) <= 5 else ""
+    return (f"**Where is alpha near 1?** Over the {len(cells)} rank-limited sweeps, |alpha - 1| <= {ALPHA_TOL} "
+            f"holds over every defensible fit and its 95 % seed interval in {len(yes)}{listed(yes)}, fails in "
+            f"{len(no)}{listed(no)}, and is inconclusive in {len(unread)} (the interval straddles the "
+            f"tolerance or a fit is ill-conditioned){listed(unread)}.\n\n")
+
+
+def _span(row: dict) -> str:
+    e = exponent(row)
+    return "not read" if e is None else f"[{e.ci95[0]:.2f}, {e.ci95[1]:.2f}]"
 
 
 def c4_table(base: Path) -> str:
-    """Notebook 03's headline exponents: alpha [95 %] per key_dim and spectrum, with seeds."""
+    """Notebook 03's headline exponents at the isotropic spectrum (the first), per key_dim: the
+    protocol alpha [95 % over seeds], the interval over every defensible fit, the tail exponent over
+    L >= m and the knee R_m / R_1."""
     r = results(base, "03_difficult")
     rows = (r or {}).get("numbers", {}).get("table1", [])
     if not rows:
         return ""
-    spectra = list(dict.fromkeys((x["input_exponent"], x["task_exponent"]) for x in rows))
-    head = "| k | " + " | ".join(f"alpha at (a, b) = ({a:g}, {b:g})" for a, b in spectra) + " | seeds |\n"
-    head += "|---" * (len(spectra) + 2) + "|\n"
-    body = ""
-    for k in dict.fromkeys(x["key_dim"] for x in rows):
-        at = {(x["input_exponent"], x["task_exponent"]): x for x in rows if x["key_dim"] == k}
-        body += f"| {k} | " + " | ".join(_interval(at[s], "alpha") for s in spectra) + f" | {at[spectra[0]]['n_seeds']} |\n"
-    return head + body
+    first = (rows[0]["input_exponent"], rows[0]["task_exponent"])
+    out = (f"| k | m | alpha, all depths | over the defensible fits | tail alpha (L >= m) | R_m / R_1 | seeds |\n"
+           "|---|---|---|---|---|---|---|\n")
+    for x in rows:
+        if (x["input_exponent"], x["task_exponent"]) != first:
+            continue
+        knee = x.get("knee")
+        out += (f"| {x['key_dim']} | {x.get('knee_depth', '')} | {_interval(x, 'alpha')} | {_span(x)} | "
+                f"{_interval(x, 'alpha_tail')} | {'' if knee is None else f'{knee:.2f}'} | {x['n_seeds']} |\n")
+    return out
 
 
 def fit_sensitivity(base: Path, limits: str) -> str:
@@ -103,12 +130,13 @@ def regime_table(base: Path) -> str:
     rows = (r or {}).get("numbers", {}).get("regimes", [])
     if not rows:
         return ""
-    out = "| d | P | k | seeds | R_1 | R_deepest (depth) | alpha [95 %] | softmax bound | mixture bound |\n"
-    out += "|---|---|---|---|---|---|---|---|---|\n"
+    out = ("| d | P | k | seeds | R_1 | R_deepest (depth) | alpha [95 %] | tail alpha (L >= m) | softmax bound | "
+           "mixture bound |\n" + "|---" * 10 + "|\n")
     for x in rows:
+        tail = _interval(x, "alpha_tail") if x["key_dim"] < x["dim"] else "full rank"
         out += (f"| {x['dim']} | {x['context_length']} | {x['key_dim']} | {x['n_seeds']} | {x['R_1']:.3f} | "
-                f"{x['R_deepest']:.3f} ({x['depth_max']}) | {_interval(x, 'alpha')} | {x['single_bound']:.3f} | "
-                f"{x['mixture_bound']:.3f} |\n")
+                f"{x['R_deepest']:.3f} ({x['depth_max']}) | {_interval(x, 'alpha')} | {tail} | "
+                f"{x['single_bound']:.3f} | {x['mixture_bound']:.3f} |\n")
     return out
 
 
@@ -136,10 +164,10 @@ def mechanism_table(root: Path, base: Path, depths=(1, 2, 4, 16, 64)) -> str:
 def readme_block(root: Path, base: Path, rows: list[dict]) -> str:
     """What README.md shows between its markers: the answer, C4's exponents with the fit's
     sensitivity, and the claims at a glance (the mechanism's table and each claim's numbers are REPORT's)."""
-    parts = [alpha_answer(base).rstrip("\n") + "\nC4's exponents (notebook 03, d=16, P=64; protocol fit, 95 % interval "
-             "over seeds):\n", c4_table(base),
-             fit_sensitivity(base, "docs/limits.md") + "Every claim, with the check that decided it (mostly its first "
-             "failing check; [outputs/REPORT.md](outputs/REPORT.md) gives the rule, each claim's numbers and criterion):\n",
+    parts = [alpha_answer(base).rstrip("\n") + "\nC4's exponents (notebook 03, d=16, P=64, isotropic spectrum; m = "
+             "ceil(d/k), the knee; [docs/statistics.md](docs/statistics.md) says which fits are defensible):\n",
+             c4_table(base), "Every claim, with its core check (the one that decides it; "
+             "[outputs/REPORT.md](outputs/REPORT.md) gives the rule, each claim's numbers and criterion):\n",
              summary_table(rows, root, root) if rows else ""]
     return "\n".join(p for p in parts if p.strip()).rstrip("\n")
 

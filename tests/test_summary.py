@@ -21,15 +21,26 @@ def _outputs(tmp_path):
     return tmp_path
 
 
-def test_the_answer_counts_the_sweeps_whose_interval_contains_one(tmp_path):
-    text = summary.alpha_answer(_outputs(tmp_path))
-    assert "contains 1 in 1 of 3 sweeps (k=8, (a, b) = (1, 1))" in text
-    assert "excludes it in 2" in text
+def test_the_answer_counts_rank_limited_sweeps_with_the_criteria_tolerance(tmp_path):
+    base = _outputs(tmp_path)
+    rows = json.loads((base / "03_difficult" / "results.json").read_text())["numbers"]["table1"]
+    rows[1] = _row(8, 1, 1, 1.1, 0.95, 1.2)  # wholly within 1 +- 0.25
+    rows[2] = _row(12, 1, 1, 1.4, 1.3, 1.5)  # wholly beyond 1.25
+    rows.append(_row(16, 1, 1, 0.01, 0.0, 0.02))  # full rank: flat, not counted
+    rows.append(_row(4, 0, 0, 1.0, 0.9, 1.1, fit_problem="floor at its bound"))  # ill-conditioned: not read
+    (base / "03_difficult" / "results.json").write_text(json.dumps({"numbers": {"table1": rows}}))
+    text = summary.alpha_answer(base)
+    assert "Over the 4 rank-limited sweeps" in text
+    assert "in 1 (d=16, P=64, k=8, (a, b) = (1, 1))" in text  # 1.1 [0.9, 1.3] lies within 1 +- 0.25
+    assert "fails in 1 (d=16, P=64, k=12, (a, b) = (1, 1))" in text
+    assert "inconclusive in 2" in text  # k=4's [0.6, 0.8] straddles 0.75; the ill-conditioned fit is not read
 
 
-def test_the_c4_table_prints_each_exponent_with_its_interval(tmp_path):
-    table = summary.c4_table(_outputs(tmp_path))
-    assert "| 8 | 1.10 [0.90, 1.30] | 5 |" in table
+def test_the_c4_table_prints_each_exponent_with_its_intervals(tmp_path):
+    base = _outputs(tmp_path)
+    row = _row(8, 1, 1, 1.1, 0.9, 1.3, alpha_tail=0.6, alpha_tail_lo95=0.5, alpha_tail_hi95=0.7, knee=0.5, knee_depth=2)
+    (base / "03_difficult" / "results.json").write_text(json.dumps({"numbers": {"table1": [row]}}))
+    assert "| 8 | 2 | 1.10 [0.90, 1.30] | [0.50, 1.30] | 0.60 [0.50, 0.70] | 0.50 | 5 |" in summary.c4_table(base)
 
 
 def test_the_mechanism_table_has_one_line_per_rank_and_curve(tmp_path):
@@ -58,7 +69,7 @@ def test_a_cell_without_a_fit_prints_as_such(tmp_path):
     row = dict(dim=16, context_length=64, key_dim=4, n_seeds=3, R_1=0.9, R_deepest=0.5, depth_max=64,
                single_bound=0.4, mixture_bound=0.3, alpha=None, alpha_lo95=None, alpha_hi95=None)
     (tmp_path / "06_regimes" / "results.json").write_text(json.dumps({"numbers": {"regimes": [row]}}))
-    assert "| 16 | 64 | 4 | 3 | 0.900 | 0.500 (64) | no fit | 0.400 | 0.300 |" in summary.regime_table(tmp_path)
+    assert "| 16 | 64 | 4 | 3 | 0.900 | 0.500 (64) | no fit | no fit | 0.400 | 0.300 |" in summary.regime_table(tmp_path)
 
 
 def test_the_fit_sensitivity_sets_the_first_depth_against_the_seeds(tmp_path):
