@@ -52,7 +52,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import bounds, estimates, grids, regimes
+from icl import bounds, estimates, exponents, grids, regimes
 from icl import notebook as nb
 from icl import plots, subspaces, tables
 from icl.claims import claim, show_claims
@@ -187,6 +187,33 @@ for ax, c in zip(axes.flat, cells):
 for ax in axes.flat[len(cells):]:
     ax.set_visible(False)
 baselines_png = nb.save_figure(s, fig, "baselines")
+
+# %% [markdown]
+# **The tails side by side.** Beyond the knee m = ⌈d/k⌉ (`icl.exponents.knee_depth`), the exponent of
+# the trained curve against those of the complementary ensemble at the best temperature per depth
+# and at one fixed temperature (the one best at the deepest depth; at a fixed temperature an
+# ensemble of independent layers falls as C + (A − C)/L). Point fits of the seed-mean curves over
+# L ≥ m, floor in [0, min R]; a fit that the rule of `icl.fit` calls ill-conditioned shows its reason.
+
+# %%
+def tail_fit(depths, losses, m: int) -> str:
+    """The exponent of a curve over L >= m, or why it is not read."""
+    keep = [(L, R) for L, R in zip(depths, losses) if L >= m and pd.notna(R)]
+    if len(keep) < exponents.MIN_POINTS:
+        return f"fewer than {exponents.MIN_POINTS} depths"
+    f = tables.fit_curve([L for L, _ in keep], [R for _, R in keep])
+    return f.problem or f"{f.alpha:.2f}"
+
+
+tails = []
+for c in cells:
+    part, m = baseline_table[regimes.cells_mask(baseline_table, c)], exponents.knee_depth(c.dim, c.key_dim)
+    tails.append({"cell": c.label(), "m": m, **{name: tail_fit(part.depth, part[col], m) for col, name in (
+        ("trained", "trained"), ("complementary_subspace", "complementary, best β"),
+        ("complementary_subspace_fixed", "complementary, fixed β")) if col in part}})
+tails = pd.DataFrame(tails)
+nb.save_table(s, tails, "tail_exponents")
+tails
 
 # %% [markdown]
 # ## The subspaces the trained layers read through
