@@ -216,10 +216,10 @@ def save_table(s: Settings, df: pd.DataFrame, name: str) -> str:
     return s.relpath(s.path(f"{name}.csv"))
 
 
-# What a rank-limited softmax run's result says of the subspaces its layers read through
-# (icl.subspaces.summary); the temperature is the mean over its layers.
+# What a softmax run's result says of the subspaces its layers read through (icl.subspaces.summary);
+# the temperature and anisotropy are means over its layers.
 SUBSPACE_COLUMNS = ("overlap", "query_overlap", "random_overlap", "coverage_error", "effective_rank",
-                    "query_key_alignment", "temperature")
+                    "query_key_alignment", "temperature", "anisotropy")
 
 
 def losses_frame(results: list[dict]) -> pd.DataFrame:

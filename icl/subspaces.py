@@ -11,7 +11,9 @@ subspace:
 - *coverage error* of L layers, ||sum_l P_l - (L k / d) I||_F / ||(L k / d) I||_F: 0 when they
   cover R^d evenly (a tiling), about sqrt(d / (L k)) for independent random ones;
 - *effective rank* of the stacked subspaces, exp(entropy of the normalised eigenvalues of
-  sum_l P_l): d when they cover every direction alike, k for L copies of one subspace.
+  sum_l P_l): d when they cover every direction alike, k for L copies of one subspace;
+- *anisotropy* of a layer's score matrix M_l = K_l^T Q_l (`anisotropy`): how far it is from the
+  isotropic c I that a softmax of the cosine uses, 0 for c I, sqrt(1 - k/d) for a scaled projector.
 
 Untrained baselines (icl.baselines) draw layers either as independent random subspaces or in
 *complementary* blocks that tile R^d: lcm(d, k) / k layers per block, one random rotation per block.
@@ -101,17 +103,36 @@ def temperature(merged: torch.Tensor, k: int) -> torch.Tensor:
     return math.sqrt(k) * merged.double().flatten(1).norm(dim=1)
 
 
+def anisotropy(merged: torch.Tensor) -> torch.Tensor:
+    """||M - (tr M / d) I||_F / ||M||_F of each score matrix M_l = K_l^T Q_l (n, d, d): (n,).
+
+    The relative distance of M from the nearest multiple of the identity, whose score x_q^T c I x_mu
+    is what the isotropic softmax bounds of icl.bounds use (on unit inputs, c times the cosine).
+    0 for c I; between 0 and 1, since ||M||^2 = ||M - m I||^2 + d m^2 with m = tr M / d; 1 when
+    tr M = 0 (e.g. diag(1, -1) or an antisymmetric M). All of M counts: the symmetric part's
+    distance from m I and the antisymmetric part add in squares, and both change the scores of
+    distinct tokens. A rank-k M can come no closer than sqrt(1 - k/d) (a scaled projector)."""
+    m = merged.double()
+    d = m.shape[-1]
+    mean = torch.diagonal(m, dim1=-2, dim2=-1).sum(-1) / d  # (n,)
+    eye = torch.eye(d, dtype=m.dtype, device=m.device)
+    return (m - mean[:, None, None] * eye).flatten(1).norm(dim=1) / m.flatten(1).norm(dim=1)
+
+
 def summary(query: torch.Tensor, key: torch.Tensor) -> dict:
     """What the mechanism notebook reads of one trained model's L layers (Q, K: (L, k, d)): overlap,
     coverage and effective rank of the key and query subspaces, their random-subspace references,
-    the mean alignment of each layer's query and key subspaces, and the temperature (mean and per layer)."""
+    the mean alignment of each layer's query and key subspaces, and the temperature and anisotropy of
+    its score matrices K_l^T Q_l (mean and per layer)."""
     L, k, d = key.shape
     kb, qb = row_space(key), row_space(query)
     align = (kb.transpose(1, 2) @ qb).pow(2).sum((-1, -2)) / k  # (L,) ||P_K P_Q||^2 / k per layer
-    beta = temperature(key.transpose(1, 2) @ query, k)  # (L,) of K^T Q, (L, d, d)
+    merged = key.transpose(1, 2) @ query  # (L, d, d): K^T Q, all heads summed
+    beta, aniso = temperature(merged, k), anisotropy(merged)  # (L,) each
     return {"key_dim": k, "depth": L, "overlap": mean_overlap(kb), "query_overlap": mean_overlap(qb),
             "random_overlap": k / d, "coverage_error": coverage_error(kb), "effective_rank": effective_rank(kb),
-            "query_key_alignment": float(align.mean()), "temperature": float(beta.mean()), "layer_temperature": beta.tolist()}
+            "query_key_alignment": float(align.mean()), "temperature": float(beta.mean()), "layer_temperature": beta.tolist(),
+            "anisotropy": float(aniso.mean()), "layer_anisotropy": aniso.tolist()}
 
 
 # ---------------------------------------------------------------- frozen subspaces (the ablation)

@@ -356,7 +356,7 @@ def extras(stack: Stack, evalset: Batch, per_model: list[dict]) -> None:
     from .models import ContextUpdates, LinearAttention, SoftmaxEnsemble
     from .subspaces import summary
 
-    if isinstance(stack, SoftmaxEnsemble) and stack.cfg.resolved_key_dim < stack.cfg.dim:
+    if isinstance(stack, SoftmaxEnsemble):  # full rank too: how anisotropic its K^T Q are (notebook 07)
         for m, (o, L) in enumerate(zip(stack.offsets.tolist(), stack.depths)):  # the subspaces its layers read through
             Q, K = stack.per_layer(stack.query)[o:o + L], stack.per_layer(stack.key)[o:o + L]  # (L, h k, d): all heads
             per_model[m]["parameters"] = {"subspaces": summary(Q, K)}
