@@ -41,6 +41,7 @@ def sweep(cell: str, exponent: float, seed: int, steps: int, lr: float) -> dict:
     R = [r["final_loss"] for r in results]
     return {"cell": cell, "exponent": exponent, "seed": seed, "steps": steps, "learning_rate": lr, "depths": list(DEPTHS), "R": R,
             "validation": [r["validation_loss"] for r in results], "plateau": [r["plateau"] for r in results],
+            "curve_steps": results[0]["loss_curve"]["step"], "curves": [r["loss_curve"]["loss"] for r in results],
             "deepest_over_1": R[-1] / R[0], "wall_seconds": results[0]["wall_seconds"]}
 
 
