@@ -25,12 +25,12 @@ SUBSPACES = ("learned", "random", "tiled")
 # - seeds: models.init_generator seeds torch.Generator (64 bits) with 1_000_003 * seed + depth;
 # - init_scale: initial scores have std init_scale**2, so 100 already gives a one-hot softmax;
 # - label_noise: labels have unit scale, so noise of std 100 already buries them;
-# - lr_inverse_depth_exponent: see LR_DEPTH_EXPONENT_RANGE.
+# - lr_inverse_depth_exponent: beyond |x| = 2 depth 256 moves the rate by more than 10^4.
 EXPONENT_RANGE = (-10.0, 10.0)
 SEED_RANGE = (0, 2**32 - 1)
 INIT_SCALE_RANGE = (0.0, 100.0)
 LABEL_NOISE_RANGE = (0.0, 100.0)
-LR_DEPTH_EXPONENT_RANGE = (-2.0, 2.0)  # learning_rate / L**x: beyond |x| = 2 depth 256 moves the rate by > 10^4
+LR_DEPTH_EXPONENT_RANGE = (-2.0, 2.0)
 
 
 class ConfigError(ValueError):
@@ -88,7 +88,7 @@ class RunConfig:
     steps: int = 2000
     batch_size: int = 256  # fresh contexts per step (online learning)
     learning_rate: float = 3e-3  # Adam; the prototype measurements used 3e-3 with cosine decay
-    lr_inverse_depth_exponent: float = 0.0  # depth L trains at learning_rate / L**this (0: one rate; training_protocol.md §10)
+    lr_inverse_depth_exponent: float = 0.0  # depth L trains at learning_rate / L**this, in [-2, 2] (0: one rate)
     schedule: str = "cosine"  # cosine decay to zero after a linear warm-up, or constant
     warmup_fraction: float = 0.02
     seed: int = 0
@@ -133,7 +133,8 @@ class RunConfig:
 
 
 _NAMES = tuple(f.name for f in fields(RunConfig))
-LATER_FIELDS = {"heads": 1, "tie_layers": False, "lr_inverse_depth_exponent": 0.0}  # field -> the default that gives the models before it
+# field -> the default that gives the models before it
+LATER_FIELDS = {"heads": 1, "tie_layers": False, "lr_inverse_depth_exponent": 0.0}
 _TYPES = {f.name: type(f.default) for f in fields(RunConfig)}
 _FLOATS = tuple(name for name in _NAMES if _TYPES[name] is float)
 

@@ -50,10 +50,12 @@ def key(r: dict) -> tuple:
 
 
 def table(rows: list[dict]) -> str:
-    head = "| cell | steps | lr / L^x | seed | " + " | ".join(f"R_{L}" for L in DEPTHS) + " | R_64 / R_1 | max plateau | seconds |"
+    head = ("| cell | steps | lr / L^x | seed | " + " | ".join(f"R_{L}" for L in DEPTHS)
+            + " | R_64 / R_1 | max plateau | seconds |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
-        lines.append(f"| {r['cell']} | {r.get('steps', 2000):,} | {r.get('learning_rate', 3e-3):g} / L^{r['exponent']:g} | {r['seed']} | " + " | ".join(f"{v:.4f}" for v in r["R"])
+        rate = f"{r.get('learning_rate', 3e-3):g} / L^{r['exponent']:g}"
+        lines.append(f"| {r['cell']} | {r.get('steps', 2000):,} | {rate} | {r['seed']} | " + " | ".join(f"{v:.4f}" for v in r["R"])
                      + f" | {r['deepest_over_1']:.3f} | {max(r['plateau']):.3f} | {r['wall_seconds']:.0f} |")
     return "\n".join(lines)
 
