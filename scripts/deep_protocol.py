@@ -46,7 +46,7 @@ def sweep(cell: str, exponent: float, seed: int, steps: int, lr: float) -> dict:
 
 
 def key(r: dict) -> tuple:
-    return r["cell"], r["exponent"], r["seed"], r.get("steps", 2000), r.get("learning_rate", 3e-3)
+    return r["cell"], r["exponent"], r["seed"], r["steps"], r["learning_rate"]
 
 
 def table(rows: list[dict]) -> str:
@@ -54,8 +54,8 @@ def table(rows: list[dict]) -> str:
             + " | R_64 / R_1 | max plateau | seconds |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
-        rate = f"{r.get('learning_rate', 3e-3):g} / L^{r['exponent']:g}"
-        lines.append(f"| {r['cell']} | {r.get('steps', 2000):,} | {rate} | {r['seed']} | " + " | ".join(f"{v:.4f}" for v in r["R"])
+        rate = f"{r['learning_rate']:g} / L^{r['exponent']:g}"
+        lines.append(f"| {r['cell']} | {r['steps']:,} | {rate} | {r['seed']} | " + " | ".join(f"{v:.4f}" for v in r["R"])
                      + f" | {r['deepest_over_1']:.3f} | {max(r['plateau']):.3f} | {r['wall_seconds']:.0f} |")
     return "\n".join(lines)
 
