@@ -24,11 +24,13 @@ SUBSPACES = ("learned", "random", "tiled")
 #   in memory (4096^-10 ~ 1e-36, normalised upwards); the paper's exponents lie in [0, 2];
 # - seeds: models.init_generator seeds torch.Generator (64 bits) with 1_000_003 * seed + depth;
 # - init_scale: initial scores have std init_scale**2, so 100 already gives a one-hot softmax;
-# - label_noise: labels have unit scale, so noise of std 100 already buries them.
+# - label_noise: labels have unit scale, so noise of std 100 already buries them;
+# - lr_inverse_depth_exponent: beyond |x| = 2 depth 256 moves the rate by more than 10^4.
 EXPONENT_RANGE = (-10.0, 10.0)
 SEED_RANGE = (0, 2**32 - 1)
 INIT_SCALE_RANGE = (0.0, 100.0)
 LABEL_NOISE_RANGE = (0.0, 100.0)
+LR_DEPTH_EXPONENT_RANGE = (-2.0, 2.0)
 
 
 class ConfigError(ValueError):
@@ -86,6 +88,7 @@ class RunConfig:
     steps: int = 2000
     batch_size: int = 256  # fresh contexts per step (online learning)
     learning_rate: float = 3e-3  # Adam; the prototype measurements used 3e-3 with cosine decay
+    lr_inverse_depth_exponent: float = 0.0  # depth L trains at learning_rate / L**this, in [-2, 2] (0: one rate)
     schedule: str = "cosine"  # cosine decay to zero after a linear warm-up, or constant
     warmup_fraction: float = 0.02
     seed: int = 0
@@ -130,7 +133,8 @@ class RunConfig:
 
 
 _NAMES = tuple(f.name for f in fields(RunConfig))
-LATER_FIELDS = {"heads": 1, "tie_layers": False}  # field -> the default that gives the models before it
+# field -> the default that gives the models before it
+LATER_FIELDS = {"heads": 1, "tie_layers": False, "lr_inverse_depth_exponent": 0.0}
 _TYPES = {f.name: type(f.default) for f in fields(RunConfig)}
 _FLOATS = tuple(name for name in _NAMES if _TYPES[name] is float)
 
@@ -219,6 +223,7 @@ def validate(c: RunConfig) -> None:
     within("init_scale", c.init_scale, *INIT_SCALE_RANGE)
     # No upper bound on the rate: one too large diverges, and the sweep records and reports that run.
     _at_least("learning_rate", c.learning_rate, 0.0, "a finite number >= 0")
+    within("lr_inverse_depth_exponent", c.lr_inverse_depth_exponent, *LR_DEPTH_EXPONENT_RANGE)
     _at_least("plateau_tolerance", c.plateau_tolerance, 0.0, "a finite number >= 0")
     if not 0.0 <= c.warmup_fraction < 1.0:
         raise ConfigError(f"warmup_fraction: {c.warmup_fraction!r} is not allowed; it must be in [0, 1)")

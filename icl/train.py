@@ -78,6 +78,12 @@ def group_key(cfg: RunConfig) -> tuple:
     return tuple(sorted({**cfg.to_dict(), "depth": 1, "learning_rate": 0.0}.items()))
 
 
+def model_lr(cfg: RunConfig) -> float:
+    """The peak learning rate of one model: learning_rate / depth**lr_inverse_depth_exponent. At
+    exponent 0 it is learning_rate itself, bit for bit (L**-0.0 is exactly 1.0)."""
+    return cfg.learning_rate * cfg.depth ** -cfg.lr_inverse_depth_exponent
+
+
 def lr_factor(cfg: RunConfig, step: int) -> float:
     """Linear warm-up, then cosine decay to zero (or constant)."""
     warm = max(1, int(cfg.warmup_fraction * cfg.steps))
@@ -208,7 +214,7 @@ def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
     assert depths == stack_order(base.model, depths)
     torch.manual_seed(base.seed)
     stack = build(base, depths).to(device)
-    opt = StackAdam(stack, torch.tensor([cfgs[i].learning_rate for i in order], device=device))  # per-model rates
+    opt = StackAdam(stack, torch.tensor([model_lr(cfgs[i]) for i in order], device=device))  # per-model rates
     gen = make_generator(base.seed, device)
     evalset, valset = held_out(base, device, EVAL_SEED), held_out(base, device, VALIDATION_SEED)
     omega = power_spectrum(base.dim, base.task_exponent, device)
