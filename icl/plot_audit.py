@@ -65,6 +65,8 @@ def _unnamed_kinds(fig) -> list[str]:
             if c is not None and line is not c.lines[0]:
                 continue  # a cap
             (covered if (c or line).get_label() in named else drawn).add(kind(line))
+    if not named and len(drawn) <= 1:
+        return []  # one kind of line and no legend: the axis labels name it
     return [f"a line or marker {k} in no legend" for k in sorted(drawn - covered)]
 
 

@@ -166,12 +166,12 @@ for ax, k in zip(axes[0], bnds):
         part = heads[(heads.key_dim == k) & (heads.heads == h)]
         plots.loss_vs_depth(ax, part.assign(depth=part.total_heads), f"h = {h}",
                             color=plots.COLORS[[0, 2, 3, 4][i % 4]])
-    plots.bounds_lines(ax, bnds[k], color=plots.COLORS[1], depths=s["depths"])
+    plots.bounds_lines(ax, bnds[k], depths=s["depths"])
     ax.axvline(d // k, color="0.6", lw=0.8, label="L·h = d/k")
     ax.set(xlim=(0.8, 1.25 * max(s["depths"])), xlabel="heads in the stack, L·h",
            ylabel="relative loss R",
            title=f"controlled model, head rank k = {k} (d = {d})")
-    ax.legend(fontsize=6)
+    plots.legend(ax)
 heads_png = nb.save_figure(s, fig, "heads_vs_depth")
 
 # %% [markdown]
@@ -198,7 +198,7 @@ for i, (h, k) in enumerate(((s["stream_heads"], stream_k), (1, d), (1, stream_k)
                         color=plots.COLORS[i])
 ax.set(xlim=(0.8, 1.25 * max(s["stream_depths"])), xlabel="depth L", ylabel="relative loss R",
        title=f"shared stream, d = {d}")
-ax.legend(fontsize=6)
+plots.legend(ax)
 stream_png = nb.save_figure(s, fig, "shared_stream_heads")
 
 # %% [markdown]
@@ -219,7 +219,7 @@ for ax, m in zip(axes[0], s["loop_models"]):
         plots.loss_vs_depth(ax, part, f"{name} ({hl.parameter_range(part)})", color=plots.COLORS[i])
     ax.set(xlim=(0.8, 1.25 * max(s["loop_depths"])), xlabel="depth L", ylabel="relative loss R",
            title=f"{m}, k = {s['loop_key_dim']}")
-    ax.legend(fontsize=6)
+    plots.legend(ax)
 loops_png = nb.save_figure(s, fig, "looped_vs_untied")
 
 # %% [markdown]
