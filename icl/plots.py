@@ -7,6 +7,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.container import ErrorbarContainer
 
 from .tables import SPECTRUM, fit_depths, seed_means, spectrum_label
 
@@ -46,12 +47,12 @@ def save(fig, png: str, pdf: str) -> None:
 
 
 def _unique(handles, labels) -> tuple[list, list]:
-    """One entry per label, in first-drawn order, the rings last (several sweeps on one Axes each
-    draw theirs; a reader needs the ring explained once)."""
+    """One entry per label: the measured points (error bars) first, then lines in drawing order,
+    the rings last (several sweeps on one Axes each draw theirs; a reader needs them named once)."""
     seen = {}
     for h, lab in zip(handles, labels):
         seen.setdefault(lab, h)
-    order = sorted(seen, key=lambda lab: lab == NOT_AT_PLATEAU)
+    order = sorted(seen, key=lambda lab: (lab == NOT_AT_PLATEAU, not isinstance(seen[lab], ErrorbarContainer)))
     return [seen[lab] for lab in order], order
 
 
@@ -61,7 +62,15 @@ def legend(ax, outside: bool = False, **kw):
     handles, labels = _unique(*ax.get_legend_handles_labels())
     if outside:
         kw = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), **kw}
+    if "bbox_to_anchor" in kw:
+        _make_room(ax.figure)
     return ax.legend(handles, labels, **kw)
+
+
+def _make_room(fig) -> None:
+    """Constrained layout, which moves the panels apart so that a legend outside one stays off its neighbour."""
+    if fig.get_layout_engine() is None:
+        fig.set_layout_engine("constrained")
 
 
 def figure_legend(fig, ncol: int | None = None):
@@ -72,9 +81,9 @@ def figure_legend(fig, ncol: int | None = None):
         h, lab = ax.get_legend_handles_labels()
         handles, labels = handles + h, labels + lab
     handles, labels = _unique(handles, labels)
-    if fig.get_layout_engine() is None:
-        fig.set_layout_engine("constrained")
-    return fig.legend(handles, labels, loc="outside lower center", ncol=ncol or min(4, max(1, len(labels))))
+    _make_room(fig)
+    fits = max(1, int(fig.get_figwidth() / 2.6))  # entries of about 2.5 in side by side: never wider than the panels
+    return fig.legend(handles, labels, loc="outside lower center", ncol=ncol or min(4, fits, max(1, len(labels))))
 
 
 def loss_vs_depth(ax, df: pd.DataFrame, label: str, color=None, fit=None, value: str = "loss",

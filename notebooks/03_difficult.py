@@ -344,13 +344,13 @@ fig, axes = plt.subplots(len(key_dims), len(specs), figsize=(3 * len(specs), 2.6
 for (i, k), (j, (a, b)) in ((ik, jp) for ik in enumerate(key_dims) for jp in enumerate(specs)):
     ax = axes[i, j]
     m = top2.query("key_dim == @k and input_exponent == @a and task_exponent == @b").groupby("depth")[["loss", "A_L", "C_L"]].mean()
-    ax.plot(m.index, m.A_L, "s--", ms=3, label="A_L (individual)")
-    ax.plot(m.index, m.C_L, "^:", ms=3, label="C_L (shared)")
-    ax.plot(m.index, m.loss, "o-", ms=3, label="R_L (loss)")
+    ax.plot(m.index, m.A_L, "s--", ms=3, color=plots.COLORS[4], label="A_L (individual)")
+    ax.plot(m.index, m.C_L, "^:", ms=3, color=plots.COLORS[3], label="C_L (shared)")
+    ax.plot(m.index, m.loss, "o-", ms=3, color=plots.TRAINED, label="R_L (loss)")
     ax.axhline(table5.set_index(RANKED).loc[(k, a, b), "L0"], color="grey", lw=1, ls="-.", label="fitted floor L0")
     ax.axhline(bnds[(s["top_k"], (a, b), k)]["single"], color="0.35", lw=1, label="softmax bound")
     ax.axhline(0, color="k", lw=0.5)
-    ax.set(xscale="log", title=label((a, b), f", key_dim {k}"))
+    ax.set(xscale="log", xlabel="depth L", title=label((a, b), f", key_dim {k}"))
     ax.title.set_fontsize(9)
 fig.supylabel("relative error (C_L can be negative)")
 plots.figure_legend(fig)
