@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.container import ErrorbarContainer
+from matplotlib.lines import Line2D
 
 from .tables import SPECTRUM, fit_depths, seed_means, spectrum_label
 
@@ -184,6 +185,24 @@ def relative_to_bound(ax, part: pd.DataFrame, b: dict, color, label: str) -> Non
     ax.axhline(1, color=BOUND, lw=1, label="softmax bound")
     ax.set(xscale="log", yscale="log", xlabel="depth L", ylabel="R_L / softmax bound")
     ax.set_xscale("log", base=2)
+
+
+# relative_to_bound's kinds of line, drawn in each sweep's colour, named once in grey by regime_legends
+REGIME_KINDS = {"random subspaces (sweep's colour)": {"ls": "--"}, "mixture bound (sweep's colour)": {"ls": ":"},
+                "softmax bound": {"ls": "-", "color": BOUND},
+                NOT_AT_PLATEAU: {"ls": "none", "marker": "o", "mfc": "none", "ms": 8, "color": "k"}}
+
+
+def regime_legends(fig, axes) -> None:
+    """Legends of panels of relative_to_bound: each panel names its own sweeps (their colours); one
+    legend below the panels names the kinds of line once, in grey."""
+    for ax in axes:
+        pairs = [(h, lab) for h, lab in zip(*_unique(*ax.get_legend_handles_labels())) if lab not in REGIME_KINDS]
+        if pairs:
+            ax.legend(*zip(*pairs))
+    proxies = [Line2D([], [], **{"color": "0.4", "lw": 1, **kw}, label=name) for name, kw in REGIME_KINDS.items()]
+    _make_room(fig)
+    fig.legend(handles=proxies, loc="outside lower center", ncol=len(proxies))
 
 
 def fit_sensitivity(variants: pd.DataFrame, fits: list[str]):

@@ -156,7 +156,7 @@ for ax, (title, group) in zip(axes, slices.items()):
     for i, c in enumerate(group):
         plots.relative_to_bound(ax, of_cell(c), bounds_of[c], plots.COLORS[i % len(plots.COLORS)], c.label())
     ax.set_title(f"slice: {title}")
-    plots.legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)  # below the panel, off the curves
+plots.regime_legends(fig, axes)
 map_png = nb.save_figure(s, fig, "regime_map")
 
 # %% [markdown]

@@ -54,9 +54,12 @@ def two_sweeps():
 
 
 def regime_map():
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    plots.relative_to_bound(ax, sweep(), bounds(), plots.COLORS[0], "d 8, key_dim 2")
-    plots.legend(ax)
+    """Notebook 06's regime_map: sweeps over their softmax bound, several per panel."""
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.5), sharey=True)
+    for ax in axes:
+        for i, scale in enumerate((1.0, 2.0)):
+            plots.relative_to_bound(ax, sweep(scale=scale), bounds(), plots.COLORS[i], f"cell {i}")
+    plots.regime_legends(fig, axes)
     return fig
 
 
