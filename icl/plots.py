@@ -152,6 +152,8 @@ def curve_panels(groups: dict[str, list[dict]]):
                              layout="constrained")
     for ax, (title, rs) in zip(axes[0], groups.items()):
         training_curves(ax, rs, title)
+    for ax in axes[0, 1:]:
+        ax.set_ylabel("")  # the shared loss axis is labelled once, on the left
     handles, labels = axes[0, 0].get_legend_handles_labels()  # the depths: the same in every panel
     fig.legend(handles, labels, loc="outside right upper")
     return fig

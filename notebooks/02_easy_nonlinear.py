@@ -105,7 +105,7 @@ curves_png = nb.save_figure(s, panels, "training_curves")
 # ## Loss against depth
 
 # %%
-fig, ax = plt.subplots(figsize=(5, 3.5))
+fig, ax = plt.subplots(figsize=(6.5, 3.5))
 for (a, b), part in df.groupby(["input_exponent", "task_exponent"]):
     plots.loss_vs_depth(ax, part, plots.spectrum_label(a, b))
 ax.axhline(rules.NEAR_ZERO, color="grey", ls="--", lw=1, label="near-zero threshold")

@@ -248,7 +248,7 @@ table3[["input_exponent", "task_exponent", "linear_best", "linear_best_lo95", "l
         "mc_floor_empirical", "floor_match", "mc_floor", "relative_gap_population"]].round(4)
 
 # %%
-fig, ax = plt.subplots(figsize=(5, 3.5))
+fig, ax = plt.subplots(figsize=(6.5, 3.5))
 for i, ((a, b), part) in enumerate(frames["linear"].groupby(["input_exponent", "task_exponent"])):
     plots.loss_vs_depth(ax, part, label((a, b)), color=plots.COLORS[i])
     ref = table3.set_index(["input_exponent", "task_exponent"]).loc[(a, b)]

@@ -172,10 +172,10 @@ def compared_range(part, b, depths):
     values = [*part.groupby("depth").loss.mean(), b["single"], b["mixture"],
               *(v for kind in ("random_subspace", "complementary_subspace") for L, v in b.get(kind, {}).items()
                 if int(L) in set(depths))]
-    return min(values) / 1.4, max(values) * 1.4
+    return min(values) / 1.2, max(values) * 1.2
 
 
-ncol = 3
+ncol = min(3, int(np.ceil(np.sqrt(len(cells)))))  # 2 x 2 for four cells: wider panels at the README's width
 fig, axes = plt.subplots(-(-len(cells) // ncol), ncol, figsize=(3.1 * ncol, 2.7 * -(-len(cells) // ncol)),
                          squeeze=False, layout="constrained")
 for ax, c in zip(axes.flat, cells):
@@ -214,13 +214,13 @@ for i, c in enumerate(cells):
     color = plots.COLORS[i % len(plots.COLORS)]
     axes[0].plot(m.index, m.overlap / m.random_overlap, "o-", ms=3, color=color, label=c.label())
     axes[1].plot(m.index, m.coverage_error, "o-", ms=3, color=color)
-    axes[1].plot(m.index, m.random_coverage, "--", lw=1, color=color)
+    axes[1].plot(m.index, m.random_coverage, "--", lw=1, color=color, label="as many random subspaces (dashed)")
     axes[2].plot(m.index, m.effective_rank / c.dim, "o-", ms=3, color=color)
-axes[0].axhline(1, color="0.4", lw=1)
+axes[0].axhline(1, color="0.4", lw=1, label="random subspaces' overlap")
 for ax, label in zip(axes, ("overlap / random overlap", "coverage error (dashed: random)", "effective rank / d")):
     ax.set(xscale="log", xlabel="depth L", ylabel=label)
     ax.set_xscale("log", base=2)
-plots.legend(axes[0])
+plots.figure_legend(fig)
 subspaces_png = nb.save_figure(s, fig, "subspaces")
 
 # %% [markdown]
