@@ -209,11 +209,16 @@ bnds = {(k, kd, a, b): bounds.bounds(s.config(top_k=k, key_dim=kd, input_exponen
 fig, axes = plt.subplots(len(ROWS), 4, figsize=(16, 3.8 * len(ROWS)), squeeze=False, layout="constrained")
 for row, (kd, a, b) in zip(axes, ROWS):
     for ax, (m, k) in zip(row, PANELS):
-        plots.loss_vs_depth(ax, part("softmax", k, kd, a, b), f"softmax, top-{k}", "grey", fits[("softmax", k, kd, a, b)])
-        plots.loss_vs_depth(ax, part(m, k, kd, a, b), f"{NAMES[m]}, top-{k}", plots.COLORS[0], fits[(m, k, kd, a, b)])
+        soft, model = fits[("softmax", k, kd, a, b)], fits[(m, k, kd, a, b)]
+        plots.loss_vs_depth(ax, part("softmax", k, kd, a, b), "softmax, same top-k (mean ± s.e. over seeds)", "grey", soft,
+                            fit_label="fit L0 + c L^-alpha")
+        plots.loss_vs_depth(ax, part(m, k, kd, a, b), "the panel's model (mean ± s.e. over seeds)", plots.TRAINED, model,
+                            shift=0.05, fit_label="fit L0 + c L^-alpha")
         plots.bounds_lines(ax, bnds[(k, kd, a, b)], depths=s["depths"])
-        ax.set_title(f"{NAMES[m]}, top-{k}, key_dim {kd}\n{plots.spectrum_label(a, b)}", fontsize=9)
-        plots.legend(ax)
+        ax.set_title(f"{NAMES[m]}, top-{k}, key_dim {kd}, {plots.spectrum_label(a, b)}\n"
+                     f"alpha: softmax {soft.alpha:.2f}, model {model.alpha:.2f}", fontsize=9)
+        ax.set_ylabel("relative loss R_L")
+plots.figure_legend(fig)  # one legend for every panel, below them, off the curves
 compare_png = nb.save_figure(s, fig, "loss_vs_depth")
 
 # %% [markdown]
