@@ -196,12 +196,12 @@ REGIME_KINDS = {"random subspaces (sweep's colour)": {"ls": "--"}, "mixture boun
 
 
 def regime_legends(fig, axes) -> None:
-    """Legends of panels of relative_to_bound: each panel names its own sweeps (their colours); one
-    legend below the panels names the kinds of line once, in grey."""
+    """Legends of panels of relative_to_bound: each panel names its own sweeps (their colours) below
+    it, off its curves; one legend below them all names the kinds of line once, in grey."""
     for ax in axes:
         pairs = [(h, lab) for h, lab in zip(*_unique(*ax.get_legend_handles_labels())) if lab not in REGIME_KINDS]
         if pairs:
-            ax.legend(*zip(*pairs))
+            ax.legend(*zip(*pairs), loc="upper center", bbox_to_anchor=(0.5, -0.2))
     proxies = [Line2D([], [], **{"color": "0.4", "lw": 1, **kw}, label=name) for name, kw in REGIME_KINDS.items()]
     _make_room(fig)
     fig.legend(handles=proxies, loc="outside lower center", ncol=len(proxies))
