@@ -196,9 +196,15 @@ processes.kernel_started()  # a kernel of `icl reproduce` ends with its worker, 
 
 def save_figure(s: Settings, fig, name: str) -> str:
     """PNG (for the README and the notebook) and PDF (for print); returns the PNG's repo path."""
+    import warnings  # matplotlib only where a figure is saved: importing icl.notebook stays light
+
+    from . import plot_audit, plots
+
     png = s.path(f"{name}.png")
-    fig.savefig(png, dpi=130, bbox_inches="tight")
-    fig.savefig(s.path(f"{name}.pdf"), bbox_inches="tight")
+    plots.save(fig, png, s.path(f"{name}.pdf"))
+    problems = plot_audit.figure_problems(fig)
+    if problems:
+        warnings.warn(f"figure {name}: " + "; ".join(problems), stacklevel=2)
     return s.relpath(png)
 
 

@@ -196,7 +196,7 @@ df.pivot_table(index=["input_exponent", "task_exponent"], columns="depth", value
 # loss-against-depth figure mark runs that did not). Every seed is drawn.
 
 # %%
-curves_png = nb.save_figure(s, plots.curve_panels({label(sp): runs_of(runs, sp) for sp in s["spectra"]}, 7),
+curves_png = nb.save_figure(s, plots.curve_panels({label(sp): runs_of(runs, sp) for sp in s["spectra"]}),
                              "training_curves")
 means = df[~df.diverged].groupby(["input_exponent", "task_exponent", "depth"]).loss.mean().unstack("depth")
 rises = {label(k): [int(L) for L, a, b in zip(means.columns[1:], row.values[1:], row.values[:-1]) if a > b]
@@ -218,17 +218,17 @@ fits = {sp: tables.fit_depths(part, L0=0.0) for sp, part in parts.items()}
 fig, axes = plt.subplots(1, len(s["spectra"]), figsize=(3.6 * len(s["spectra"]), 3.4), squeeze=False)
 for ax, sp in zip(axes[0], s["spectra"]):
     part = parts[tuple(sp)]
-    plots.loss_vs_depth(ax, part, "trained", color=plots.COLORS[0], fit=fits[tuple(sp)])
+    plots.loss_vs_depth(ax, part, "trained (mean ± s.e. over seeds)", color=plots.TRAINED, fit=fits[tuple(sp)],
+                        fit_label="fit L0 + c L^-alpha, L0 = 0")
     r = refs[tuple(sp)]
     for kind, ls in (("repeated", "--"), ("free", ":")):
         ax.plot(s["depths"], np.where(r["mc"][kind] > 0, r["mc"][kind], np.nan), ls, color=plots.COLORS[1], label=f"MC {kind}")
         ax.plot(s["depths"], np.where(r["population"][kind] > 0, r["population"][kind], np.nan), ls, color="grey", lw=1,
                 label=f"population {kind}")
     ax.set_ylim(max(1e-6, 0.3 * part.loss.min()), 2 * max(part.loss.max(), r["mc"]["repeated"][0]))
-    ax.set_title(label(sp), fontsize=9)
-    if ax is not axes[0, 0]:
-        ax.set_ylabel("")
-axes[0, 0].legend(fontsize=6)
+    ax.set_title(f"{label(sp)}\nalpha = {fits[tuple(sp)].alpha:.2f}", fontsize=9)
+    ax.set_ylabel("relative loss R_L")
+plots.figure_legend(fig)
 depth_png = nb.save_figure(s, fig, "loss_vs_depth")
 
 # %% [markdown]
@@ -296,12 +296,12 @@ for L in sorted(s["depths"]):
     g, rd, sc = modes.polynomial_of(runs_of(runs, mode_spec, depth=L, seed=s["seeds"][0])[0])
     line = ax.plot(grid, modes.effective_polynomial(g, rd, grid, sc), lw=1.2, label=f"L = {L}")
     gains[L] = modes.mode_gains(g, rd, lam_sphere, sc, n_rotations=32)
-    ax.plot(lam_sphere, gains[L], "o", ms=3, color=line[0].get_color())
-ax.axvspan(*np.percentile(s_eigs, [5, 95]), color="grey", alpha=0.1)
-ax.plot(lam_sphere, np.full_like(lam_sphere, -0.05), "|", color="k", ms=8)
-ax.axhline(1, color="k", lw=0.8)
+    ax.plot(lam_sphere, gains[L], "o", ms=3, color=line[0].get_color(), label="gain per eigen-mode (dots)")
+ax.axvspan(*np.percentile(s_eigs, [5, 95]), color="grey", alpha=0.1, label="S's eigenvalues, 5-95 %")
+ax.plot(lam_sphere, np.full_like(lam_sphere, -0.05), "|", color="k", ms=8, label="population eigenvalues")
+ax.axhline(1, color="k", lw=0.8, ls="--", label="fully learned")
 ax.set(xscale="log", xlabel="eigenvalue λ", ylabel="λ·p(λ)", ylim=(-0.2, 1.8), title=f"trained polynomials, {label(mode_spec)}")
-ax.legend(fontsize=7, ncol=2)
+plots.legend(ax, outside=True)
 poly_png = nb.save_figure(s, fig, "covariance_polynomial")
 pd.DataFrame({"gain, strongest mode": {L: v[0] for L, v in gains.items()},
               "gain, weakest mode": {L: v[-1] for L, v in gains.items()}}).rename_axis("depth").round(3)
@@ -350,17 +350,17 @@ finals = np.array([np.mean([modes.normalised_mode_curves(r)[1][-1] for r in trac
 fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4), sharey=True)
 cmap = plt.get_cmap("viridis", len(lam_sphere))
 for k in range(len(lam_sphere)):
-    axes[0].plot(dense, residuals[:, k], color=cmap(k), lw=0.8)
-    axes[1].plot(s["depths"], finals[:, k], "o-", color=cmap(k), lw=0.8, ms=2)
+    axes[0].plot(dense, residuals[:, k], color=cmap(k), lw=0.8, label="one mode (colour: eigenvalue rank)")
+    axes[1].plot(s["depths"], finals[:, k], "o-", color=cmap(k), lw=0.8, ms=2, label="one mode (colour: eigenvalue rank)")
 axes[0].plot(dense, residuals @ weights, "k-", lw=2, label="weighted sum (the loss)")
 axes[1].plot(s["depths"], means.loc[tuple(mode_spec)].values, "k-", lw=2, label="relative loss")
 for ax, title in zip(axes, ("repeated update, per mode", "trained, per mode")):
-    ax.axhline(s["mode_level"], color="grey", ls="--", lw=1)
+    ax.axhline(s["mode_level"], color="grey", ls="--", lw=1, label="mode_level")
     ax.set(xscale="log", yscale="log", xlabel="depth L", title=title)
     ax.set_xscale("log", base=2)
 axes[0].set_ylabel("loss_k / loss_k(no model)")
 axes[0].set_ylim(1e-4, 2)
-axes[0].legend(fontsize=7)
+plots.figure_legend(fig)
 a4_png = nb.save_figure(s, fig, "modes_vs_depth")
 
 # %% [markdown]

@@ -101,18 +101,18 @@ df.pivot_table(index=["input_exponent", "task_exponent"], columns="depth", value
 # loss-versus-depth figure mark runs that did not).
 
 # %%
-panels = plots.curve_panels({plots.spectrum_label(*sp): runs_of(runs, sp) for sp in s["spectra"]}, 8)
+panels = plots.curve_panels({plots.spectrum_label(*sp): runs_of(runs, sp) for sp in s["spectra"]})
 curves_png = nb.save_figure(s, panels, "training_curves")
 
 # %% [markdown]
 # ## Loss against depth
 
 # %%
-fig, ax = plt.subplots(figsize=(5, 3.5))
+fig, ax = plt.subplots(figsize=(6.5, 3.5))
 for (a, b), part in df.groupby(["input_exponent", "task_exponent"]):
     plots.loss_vs_depth(ax, part, plots.spectrum_label(a, b))
 ax.axhline(rules.NEAR_ZERO, color="grey", ls="--", lw=1, label="near-zero threshold")
-ax.legend(fontsize=8)
+plots.legend(ax, outside=True)
 ax.set_title("softmax attention, easy task")
 depth_png = nb.save_figure(s, fig, "loss_vs_depth")
 
@@ -150,7 +150,7 @@ axes[2].set_ylabel("‖Q‖·‖K‖")
 axes[2].set_yscale("log")
 for ax in axes:
     ax.set_xlabel("training step")
-axes[0].legend(fontsize=7)
+plots.legend(axes[0])
 focus_png = nb.save_figure(s, fig, "focusing")
 
 # %% [markdown]
@@ -168,7 +168,7 @@ compare = [{"spectrum": plots.spectrum_label(r["config"]["input_exponent"], r["c
            for r in raw]
 compare = pd.DataFrame(compare)
 nb.save_table(s, compare, "raw_vs_sphere")
-ax = compare.set_index("spectrum").plot.bar(figsize=(5, 3), logy=True, rot=0)
+ax = compare.set_index("spectrum").plot.bar(figsize=(5, 3), logy=True, rot=0, xlabel="spectrum")
 ax.set_ylabel("relative loss, depth 1")
 raw_png = nb.save_figure(s, ax.figure, "raw_vs_sphere")
 compare

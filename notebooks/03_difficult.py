@@ -262,14 +262,14 @@ table3[["input_exponent", "task_exponent", "linear_best", "linear_best_lo95", "l
         "mc_floor_empirical", "floor_match", "mc_floor", "relative_gap_population"]].round(4)
 
 # %%
-fig, ax = plt.subplots(figsize=(5, 3.5))
+fig, ax = plt.subplots(figsize=(6.5, 3.5))
 for i, ((a, b), part) in enumerate(frames["linear"].groupby(["input_exponent", "task_exponent"])):
     plots.loss_vs_depth(ax, part, label((a, b)), color=plots.COLORS[i])
     ref = table3.set_index(["input_exponent", "task_exponent"]).loc[(a, b)]
-    ax.axhline(ref.mc_floor, color=plots.COLORS[i], ls="--", lw=1)
-    ax.axhline(ref.mc_floor_empirical, color=plots.COLORS[i], ls=":", lw=1)
-ax.set_title(f"linear attention, top-{s['top_k']} (Monte Carlo floors: dashed Σ_c, dotted S)", fontsize=9)
-ax.legend(fontsize=7)
+    ax.axhline(ref.mc_floor, color=plots.COLORS[i], ls="--", lw=1, label="Monte Carlo floor, Σ_c")
+    ax.axhline(ref.mc_floor_empirical, color=plots.COLORS[i], ls=":", lw=1, label="Monte Carlo floor, S")
+ax.set_title(f"linear attention, top-{s['top_k']}")
+plots.legend(ax, outside=True)
 linear_png = nb.save_figure(s, fig, "linear_vs_depth")
 
 # %% [markdown]
@@ -297,7 +297,8 @@ def sweep_grid(frame, specs, top_k, name, plateau=None):
         part = tables.part_of(frame, input_exponent=p[0], task_exponent=p[1], key_dim=k)
         plots.sweep_with_bounds(axes[i, j], part, bnds[(top_k, tuple(p), k)], label(p, f", key_dim {k}"))
         if plateau is not None:
-            axes[i, j].axhline(plateau[tuple(p)], color="k", ls="-.", lw=0.8, label="linear plateau")
+            axes[i, j].axhline(plateau[tuple(p)], color=plots.PLATEAU, ls="-.", lw=0.8, label="linear plateau")
+    plots.figure_legend(fig)  # after every line is drawn, the plateau's included
     return nb.save_figure(s, fig, name)
 
 
@@ -338,7 +339,7 @@ for i, (k, part) in enumerate(key_frame.groupby("key_dim")):
         axes[1].plot(t.index, t.values, ls, marker=".", color=plots.COLORS[i], label=f"{term}, key_dim {k}")
 axes[1].set(xscale="log", yscale="log", xlabel="depth L", ylabel="decomposition term")
 for ax in axes:
-    ax.legend(fontsize=7)
+    plots.legend(ax, outside=True)
 key_png = nb.save_figure(s, fig, "key_dim_comparison")
 
 # %% [markdown]
@@ -364,16 +365,16 @@ fig, axes = plt.subplots(len(key_dims), len(specs), figsize=(3 * len(specs), 2.6
 for (i, k), (j, (a, b)) in ((ik, jp) for ik in enumerate(key_dims) for jp in enumerate(specs)):
     ax = axes[i, j]
     m = top2.query("key_dim == @k and input_exponent == @a and task_exponent == @b").groupby("depth")[["loss", "A_L", "C_L"]].mean()
-    ax.plot(m.index, m.A_L, "s--", ms=3, label="A_L (individual)")
-    ax.plot(m.index, m.C_L, "^:", ms=3, label="C_L (shared)")
-    ax.plot(m.index, m.loss, "o-", ms=3, label="R_L (loss)")
+    ax.plot(m.index, m.A_L, "s--", ms=3, color=plots.COLORS[4], label="A_L (individual)")
+    ax.plot(m.index, m.C_L, "^:", ms=3, color=plots.COLORS[3], label="C_L (shared)")
+    ax.plot(m.index, m.loss, "o-", ms=3, color=plots.TRAINED, label="R_L (loss)")
     ax.axhline(table5.set_index(RANKED).loc[(k, a, b), "L0"], color="grey", lw=1, ls="-.", label="fitted floor L0")
     ax.axhline(bnds[(s["top_k"], (a, b), k)]["single"], color="0.35", lw=1, label="softmax bound")
     ax.axhline(0, color="k", lw=0.5)
-    ax.set(xscale="log", title=label((a, b), f", key_dim {k}"))
-    ax.title.set_fontsize(8)
-axes[0, 0].set_ylabel("relative error (C_L can be negative)")
-axes[0, 0].legend(fontsize=6)
+    ax.set(xscale="log", xlabel="depth L", title=label((a, b), f", key_dim {k}"))
+    ax.title.set_fontsize(9)
+fig.supylabel("relative error (C_L can be negative)")
+plots.figure_legend(fig)
 decomp_png = nb.save_figure(s, fig, "decomposition")
 
 # %% [markdown]
@@ -421,7 +422,7 @@ for ax, k in zip(axes[0], key_dims):
         ax.plot(main[0]["token_selection"]["percentile"], curve, label=f"L = {L}")
     ax.set(xlabel="percentile across contexts", title=f"key_dim {k}")
 axes[0, 0].set_ylabel("token-selection distance (TV)")
-axes[0, 0].legend(fontsize=8)
+plots.legend(axes[0, 0])
 selection_png = nb.save_figure(s, fig, "token_selection")
 pd.DataFrame({k: {p: estimates.interval_text(e, 3) for p, e in row.items()} for k, row in ratios.items()})
 

@@ -192,7 +192,7 @@ for a, b in s["spectra"]:
     fig, axes = plt.subplots(2 * len(key_dims), 3, figsize=(12, 3.2 * 2 * len(key_dims)), sharey=True, layout="constrained")
     for ax, ((m, k, kd), rs) in zip(axes.flat, runs.items()):
         plots.training_curves(ax, runs_of(rs, (a, b)), f"{NAMES[m]}, top-{k}, key_dim {kd}")
-        ax.legend(fontsize=6)
+        plots.legend(ax)
     fig.suptitle(plots.spectrum_label(a, b))
     curves_png = nb.save_figure(s, fig, f"training_curves_{a:g}_{b:g}")
 
@@ -217,11 +217,16 @@ bnds = {(k, kd, a, b): bounds.bounds(s.config(top_k=k, key_dim=kd, input_exponen
 fig, axes = plt.subplots(len(ROWS), 4, figsize=(16, 3.8 * len(ROWS)), squeeze=False, layout="constrained")
 for row, (kd, a, b) in zip(axes, ROWS):
     for ax, (m, k) in zip(row, PANELS):
-        plots.loss_vs_depth(ax, part("softmax", k, kd, a, b), f"softmax, top-{k}", "grey", fits[("softmax", k, kd, a, b)])
-        plots.loss_vs_depth(ax, part(m, k, kd, a, b), f"{NAMES[m]}, top-{k}", plots.COLORS[0], fits[(m, k, kd, a, b)])
-        plots.bounds_lines(ax, bnds[(k, kd, a, b)], color="grey", depths=s["depths"])
-        ax.set_title(f"{NAMES[m]}, top-{k}, key_dim {kd}\n{plots.spectrum_label(a, b)}", fontsize=9)
-        ax.legend(fontsize=7)
+        soft, model = fits[("softmax", k, kd, a, b)], fits[(m, k, kd, a, b)]
+        plots.loss_vs_depth(ax, part("softmax", k, kd, a, b), "softmax, same top-k (mean ± s.e. over seeds)", "grey", soft,
+                            fit_label="fit L0 + c L^-alpha")
+        plots.loss_vs_depth(ax, part(m, k, kd, a, b), "the panel's model (mean ± s.e. over seeds)", plots.TRAINED, model,
+                            shift=0.05, fit_label="fit L0 + c L^-alpha")
+        plots.bounds_lines(ax, bnds[(k, kd, a, b)], depths=s["depths"])
+        ax.set_title(f"{NAMES[m]}, top-{k}, key_dim {kd}, {plots.spectrum_label(a, b)}\n"
+                     f"alpha: softmax {soft.alpha:.2f}, model {model.alpha:.2f}", fontsize=9)
+        ax.set_ylabel("relative loss R_L")
+plots.figure_legend(fig)  # one legend for every panel, below them, off the curves
 compare_png = nb.save_figure(s, fig, "loss_vs_depth")
 
 # %% [markdown]
@@ -238,7 +243,7 @@ for row, kd in zip(axes, key_dims):
             plots.loss_vs_depth(ax, part(m, 2, kd, a, b), f"{NAMES[m]} {plots.spectrum_label(a, b)}", plots.COLORS[i], value=term)
     for ax, term in zip(row, ("A_L: average individual error", "C_L: shared error")):
         ax.set(ylabel=term, title=f"key_dim {kd}")
-axes[0, 0].legend(fontsize=7)
+plots.legend(axes[0, 0])
 decomp_png = nb.save_figure(s, fig, "decomposition")
 
 # %% [markdown]
@@ -256,7 +261,7 @@ for row, kd in zip(axes, key_dims):
         for L, g in t[t.used].groupby(["depth", "layer"]).u.mean().reset_index().groupby("depth"):
             ax.plot(g.layer, g.u, "o-", ms=3, label=f"L = {L}")
         ax.set(title=f"top-{k}, key_dim {kd}", xlabel="layer l", ylabel="update scalar u_l")
-        ax.legend(fontsize=7)
+        plots.legend(ax)
     for k, color in zip((2, K), plots.COLORS):
         t = ctx[(k, kd)]
         mean_u = t[t.used].groupby("depth").u.mean()
@@ -264,7 +269,7 @@ for row, kd in zip(axes, key_dims):
     row[2].axhline(rules.PAPER_U, color="grey", ls="--", lw=1, label="paper: −2.3")
     row[2].set(xlabel="depth L", ylabel="mean u_l over used layers", title=f"key_dim {kd}")
     row[2].set_xscale("log", base=2)
-    row[2].legend(fontsize=7)
+    plots.legend(row[2])
 scalars_png = nb.save_figure(s, fig, "update_scalars")
 
 # %% [markdown]
@@ -291,7 +296,7 @@ for row, kd in zip(axes, key_dims):
             ax.plot(g.layer, g.self_mass, "o-", ms=3, label=f"L = {L}")
         ax.set(title=f"top-{k}, key_dim {kd}: attention on self", xlabel="layer l", ylabel="mean self-attention mass",
                ylim=(0, 1.02))
-        ax.legend(fontsize=7)
+        plots.legend(ax)
     for ax, k in zip(row[2:], (2, K)):
         deepest = max(c.depth for c in runs_cfg[("context_updates", k, kd)])
         r = next(r for r in runs[("context_updates", k, kd)] if r["config"]["depth"] == deepest)

@@ -162,7 +162,7 @@ for ax, (title, group) in zip(axes, slices.items()):
     for i, c in enumerate(group):
         plots.relative_to_bound(ax, of_cell(c), bounds_of[c], plots.COLORS[i % len(plots.COLORS)], c.label())
     ax.set_title(f"slice: {title}")
-    ax.legend(fontsize=7)
+plots.regime_legends(fig, axes)
 map_png = nb.save_figure(s, fig, "regime_map")
 
 # %% [markdown]
@@ -176,6 +176,7 @@ for ax, c in zip(axes.flat, cells):
     plots.sweep_with_bounds(ax, of_cell(c), bounds_of[c], c.label())
 for ax in axes.flat[len(cells):]:
     ax.set_visible(False)
+plots.figure_legend(fig)
 cells_png = nb.save_figure(s, fig, "regime_cells")
 
 # %% [markdown]

@@ -169,23 +169,37 @@ table[["dim", "context_length", "key_dim", "n_seeds", "R_1", "R_deepest", "rando
 # Every rank-limited cell: the trained sweep (points, mean over seeds), the random (dashed) and
 # complementary (dash-dotted) ensembles at the best temperature per depth, the random ensemble at
 # one fixed temperature (dotted: C + (A − C)/L), and the softmax bound (grey). A vertical line marks
-# m = lcm(d, k)/k.
+# m = lcm(d, k)/k. The y range is that of the trained sweep, the bounds and the best-temperature
+# ensembles: the fixed-temperature curve, far above them at small depth, leaves the panel there.
 
 # %%
-ncol = 3
-fig, axes = plt.subplots(-(-len(cells) // ncol), ncol, figsize=(4.2 * ncol, 3.2 * -(-len(cells) // ncol)),
+def compared_range(part, b, depths):
+    """The y range of what the figure compares: the trained means and the best-temperature
+    baselines and bounds at the sweep's depths (not the fixed-temperature curve)."""
+    values = [*part.groupby("depth").loss.mean(), b["single"], b["mixture"],
+              *(v for kind in ("random_subspace", "complementary_subspace") for L, v in b.get(kind, {}).items()
+                if int(L) in set(depths))]
+    return min(values) / 1.2, max(values) * 1.2
+
+
+ncol = min(3, int(np.ceil(np.sqrt(len(cells)))))  # 2 x 2 for four cells: wider panels at the README's width
+fig, axes = plt.subplots(-(-len(cells) // ncol), ncol, figsize=(3.1 * ncol, 2.7 * -(-len(cells) // ncol)),
                          squeeze=False, layout="constrained")
 for ax, c in zip(axes.flat, cells):
     part, b = trained[regimes.cells_mask(trained, c)], bounds_of[c]
-    plots.loss_vs_depth(ax, part, "trained", color=plots.COLORS[0])
-    plots.bounds_lines(ax, b, color=plots.COLORS[1], depths=depths_of[c])
+    plots.loss_vs_depth(ax, part, "trained (mean ± s.e. over seeds)", color=plots.TRAINED)
+    plots.bounds_lines(ax, b, depths=depths_of[c])
     fixed = b["random_subspace_fixed"]
-    ax.plot(sorted(fixed), [fixed[L] for L in sorted(fixed)], ":", color=plots.COLORS[2], lw=1, label="random, fixed β")
-    ax.axvline(subspaces.block_size(c.dim, c.key_dim), color="0.6", lw=0.8)
+    ax.plot(sorted(fixed), [fixed[L] for L in sorted(fixed)], ":", color=plots.FIXED_BETA, lw=1.2,
+            label="random subspaces, one fixed β")
+    ax.axvline(subspaces.block_size(c.dim, c.key_dim), color="0.6", lw=0.8, ls=(0, (4, 2)),
+               label="L = lcm(d, k)/k: complementary blocks tile R^d")
+    ax.set_ylim(*compared_range(part, b, depths_of[c]))
+    ax.set_ylabel("relative loss R_L")
     ax.set_title(c.label(), fontsize=9)
-    ax.legend(fontsize=5)
 for ax in axes.flat[len(cells):]:
     ax.set_visible(False)
+plots.figure_legend(fig, ncol=2)
 baselines_png = nb.save_figure(s, fig, "baselines")
 
 # %% [markdown]
@@ -234,13 +248,13 @@ for i, c in enumerate(cells):
     color = plots.COLORS[i % len(plots.COLORS)]
     axes[0].plot(m.index, m.overlap / m.random_overlap, "o-", ms=3, color=color, label=c.label())
     axes[1].plot(m.index, m.coverage_error, "o-", ms=3, color=color)
-    axes[1].plot(m.index, m.random_coverage, "--", lw=1, color=color)
+    axes[1].plot(m.index, m.random_coverage, "--", lw=1, color=color, label="as many random subspaces (dashed)")
     axes[2].plot(m.index, m.effective_rank / c.dim, "o-", ms=3, color=color)
-axes[0].axhline(1, color="0.4", lw=1)
+axes[0].axhline(1, color="0.4", lw=1, label="random subspaces' overlap")
 for ax, label in zip(axes, ("overlap / random overlap", "coverage error (dashed: random)", "effective rank / d")):
     ax.set(xscale="log", xlabel="depth L", ylabel=label)
     ax.set_xscale("log", base=2)
-axes[0].legend(fontsize=6)
+plots.figure_legend(fig)
 subspaces_png = nb.save_figure(s, fig, "subspaces")
 
 # %% [markdown]
@@ -268,17 +282,20 @@ temperatures.pivot_table(index="cell", columns="depth", values=["trained", "rand
 ablation_runs = s.run(grids.mechanism(s, p03)["ablation"])  # the configs: icl.grids.mechanism
 ablation = nb.losses_frame(ablation_runs)
 nb.save_table(s, ablation, "ablation_losses")
-fig, axes = plt.subplots(1, len(s["ablation_key_dims"]), figsize=(5.2 * len(s["ablation_key_dims"]), 3.8), squeeze=False)
+fig, axes = plt.subplots(1, len(s["ablation_key_dims"]), figsize=(4.2 * len(s["ablation_key_dims"]), 3.4), squeeze=False,
+                         layout="constrained")
 for ax, k in zip(axes[0], s["ablation_key_dims"]):
     cell = regimes.Cell(d03, P03, k)
-    plots.loss_vs_depth(ax, main[main.key_dim == k], "trained", color=plots.COLORS[0])
-    for i, kind in enumerate(s["ablation_kinds"]):
+    plots.loss_vs_depth(ax, main[main.key_dim == k], "trained (mean ± s.e. over seeds)", color=plots.TRAINED)
+    for i, kind in enumerate(s["ablation_kinds"]):  # shifted by a tenth of an octave each: every error bar shows
         plots.loss_vs_depth(ax, ablation[(ablation.key_dim == k) & (ablation.subspace == kind)], f"frozen {kind}",
-                            color=plots.COLORS[2 + i])
-    plots.bounds_lines(ax, bounds_of[cell], color=plots.COLORS[1], depths=p03["depths"])
-    ax.axvline(subspaces.block_size(d03, k), color="0.6", lw=0.8)
+                            color=plots.COLORS[4 + i], shift=0.1 * (i + 1))
+    plots.bounds_lines(ax, bounds_of[cell], depths=p03["depths"])
+    ax.axvline(subspaces.block_size(d03, k), color="0.6", lw=0.8, ls=(0, (4, 2)),
+               label="L = lcm(d, k)/k: complementary blocks tile R^d")
+    ax.set_ylabel("relative loss R_L")
     ax.set_title(cell.label(), fontsize=9)
-    ax.legend(fontsize=6)
+plots.figure_legend(fig, ncol=2)
 ablation_png = nb.save_figure(s, fig, "ablation")
 ablation.pivot_table(index=["key_dim", "subspace"], columns="depth", values="loss").round(3)
 

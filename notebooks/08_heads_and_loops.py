@@ -164,14 +164,14 @@ fig, axes = plt.subplots(1, len(bnds), figsize=(5.2 * len(bnds), 3.9), squeeze=F
 for ax, k in zip(axes[0], bnds):
     for i, h in enumerate(sorted(heads[heads.key_dim == k].heads.unique())):
         part = heads[(heads.key_dim == k) & (heads.heads == h)]
-        plots.loss_vs_depth(ax, part.assign(depth=part.total_heads), f"h = {h}",
-                            color=plots.COLORS[[0, 2, 3, 4][i % 4]])
-    plots.bounds_lines(ax, bnds[k], color=plots.COLORS[1], depths=s["depths"])
-    ax.axvline(d // k, color="0.6", lw=0.8, label="L·h = d/k")
+        plots.loss_vs_depth(ax, part.assign(depth=part.total_heads), f"h = {h} (mean ± s.e. over seeds)",
+                            color=plots.COLORS[[0, 3, 4, 5][i % 4]], shift=0.05 * i)  # not the subspaces' colours
+    plots.bounds_lines(ax, bnds[k], depths=s["depths"])
+    ax.axvline(d // k, color="0.6", lw=0.8, ls=(0, (4, 2)), label="L·h = d/k")
     ax.set(xlim=(0.8, 1.25 * max(s["depths"])), xlabel="heads in the stack, L·h",
            ylabel="relative loss R",
            title=f"controlled model, head rank k = {k} (d = {d})")
-    ax.legend(fontsize=6)
+plots.figure_legend(fig)
 heads_png = nb.save_figure(s, fig, "heads_vs_depth")
 
 # %% [markdown]
@@ -195,10 +195,10 @@ fig, ax = plt.subplots(figsize=(5.6, 3.9), layout="constrained")
 for i, (h, k) in enumerate(((s["stream_heads"], stream_k), (1, d), (1, stream_k))):
     part = stream[(stream.heads == h) & (stream.key_dim == k)]
     plots.loss_vs_depth(ax, part, f"h = {h}, k = {k} ({hl.parameter_range(part)})",
-                        color=plots.COLORS[i])
+                        color=plots.COLORS[[0, 3, 4][i]], shift=0.05 * i)
 ax.set(xlim=(0.8, 1.25 * max(s["stream_depths"])), xlabel="depth L", ylabel="relative loss R",
        title=f"shared stream, d = {d}")
-ax.legend(fontsize=6)
+plots.legend(ax)
 stream_png = nb.save_figure(s, fig, "shared_stream_heads")
 
 # %% [markdown]
@@ -206,7 +206,8 @@ stream_png = nb.save_figure(s, fig, "shared_stream_heads")
 # One panel per model at head rank `loop_key_dim`: the untied stack (its own layers) and the looped
 # one (one layer's parameters at every depth), each labelled with its trainable parameters over the
 # depths drawn (points: mean over seeds; bars: standard error; a hollow black circle: a run there
-# had not reached its plateau). At depth 1 the two are the same model, so one point hides the other.
+# had not reached its plateau). At depth 1 the two are the same model; the looped points are drawn a
+# little to the right, so that neither hides the other.
 
 # %%
 loops = frames["loops"]
@@ -216,10 +217,10 @@ for ax, m in zip(axes[0], s["loop_models"]):
     for i, tied in enumerate((False, True)):
         part = loops[(loops.model == m) & (loops.tie_layers == tied)]
         name = "looped" if tied else "untied"
-        plots.loss_vs_depth(ax, part, f"{name} ({hl.parameter_range(part)})", color=plots.COLORS[i])
+        plots.loss_vs_depth(ax, part, f"{name} ({hl.parameter_range(part)})", color=plots.COLORS[i], shift=0.06 * i)
     ax.set(xlim=(0.8, 1.25 * max(s["loop_depths"])), xlabel="depth L", ylabel="relative loss R",
            title=f"{m}, k = {s['loop_key_dim']}")
-    ax.legend(fontsize=6)
+    plots.legend(ax)
 loops_png = nb.save_figure(s, fig, "looped_vs_untied")
 
 # %% [markdown]
