@@ -420,7 +420,7 @@ for i, c in enumerate(full_cells):
 axes[1].axhline(1, color="0.4", lw=1)
 for ax, label in zip(axes, ("anisotropy of K^T Q (mean over layers)", "trained loss / mixture bound")):
     ax.set(yscale="linear", ylabel=label)
-axes[0].legend(fontsize=6)
+plots.figure_legend(fig)
 anisotropy_png = nb.save_figure(s, fig, "full_rank_anisotropy")
 anisotropy_table.pivot_table(index=regimes.CELL, columns="depth", values="anisotropy").round(3)
 
