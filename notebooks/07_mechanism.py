@@ -417,7 +417,7 @@ for i, c in enumerate(full_cells):
     part, color = full[regimes.cells_mask(full, c)], plots.COLORS[i % len(plots.COLORS)]
     plots.loss_vs_depth(axes[0], part, c.label(), color=color, value="anisotropy")
     plots.loss_vs_depth(axes[1], part, c.label(), color=color, value="over_mixture")
-axes[1].axhline(1, color="0.4", lw=1)
+axes[1].axhline(1, color="0.4", lw=1, label="mixture bound")
 for ax, label in zip(axes, ("anisotropy of K^T Q (mean over layers)", "trained loss / mixture bound")):
     ax.set(yscale="linear", ylabel=label)
 plots.figure_legend(fig)
