@@ -191,16 +191,15 @@ def reads(check: str, numbers: list) -> str:
         leaves = [(c or name, x) for c, v in found for x in _leaves(v)]
         values = _ordered([x for _, x in leaves])
         unread = sum(isinstance(v, str) and v.startswith("not read") for _, v in found)
-        if unread and not leaves:
-            out.append(f"{name} not read in {unread} (an ill-conditioned fit)")
-            continue
-        if unread:
-            leaves += [(None, None)] * unread  # counted below as "without one"
+        not_read = f"not read in {unread} (an ill-conditioned fit)" if unread else ""
         if len(leaves) == 1:
-            out.append(f"{name} {number(leaves[0][1])}")
+            out.append(f"{name} {number(leaves[0][1])}" + (f"; {not_read}" if unread else ""))
         elif values:
             missing = f", {len(leaves) - len(values)} without one" if len(values) < len(leaves) else ""
+            missing += f", {not_read}" if unread else ""
             out.append(f"{name} {number(values[0])} to {number(values[-1])} ({len(values)} values{missing})")
+        elif unread:
+            out.append(f"{name} {not_read}")
     return "; ".join(out)
 
 

@@ -35,3 +35,14 @@ def test_every_cell_label_takes_one_style():
     assert label("d16 P64 k4") == label("d=16, P=64, key_dim=4") == "d=16, P=64, k=4"
     assert label("key_dim 12") == "k=12"
     assert label("shared_stream, top-2, (0, 1)") == "shared stream, top-2, (a, b) = (0, 1)"
+
+
+def test_an_exponent_left_unread_is_said_so_in_what_a_check_reads():
+    from icl.claim_report import reads
+
+    est = {"value": 0.72, "ci68": [0.6, 0.9], "ci95": [0.46, 1.09], "n_seeds": 5}
+    numbers = [("k=4", "alpha (defensible fits)", est), ("k=8", "alpha (defensible fits)", "not read: all depths: floor at its bound")]
+    text = reads("inverse-depth decay", numbers)
+    assert text.startswith("alpha (defensible fits) 0.72 [0.46, 1.09]; not read in 1 (an ill-conditioned fit)")
+    only = reads("inverse-depth decay", numbers[1:])
+    assert only == "alpha (defensible fits) not read in 1 (an ill-conditioned fit)"
