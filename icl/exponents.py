@@ -1,4 +1,4 @@
-"""The exponent a verdict reads: each depth curve fitted in the regime it describes (SPEC §9).
+"""The exponent a verdict reads: each depth curve fitted in the regime it describes (docs/statistics.md).
 
 A rank-limited depth curve has a knee at L = m = ceil(d / k), the depth at which rank-k layers can
 between them span R^d, and a tail beyond it. Three fits of R_L = L0 + c L^-alpha are stated before

@@ -102,7 +102,7 @@ def mechanism(s, trained_with: dict) -> dict[str, list[RunConfig]]:
 
 
 def heads_and_loops(s) -> dict[str, list[RunConfig]]:
-    """Notebook 08 (SPEC §10): (a) the controlled model at every head count h and head rank k with
+    """Notebook 08 (notebook 08): (a) the controlled model at every head count h and head rank k with
     h k <= d, depths with L h <= max_total_heads (h = 1 is notebook 03's sweep, the same configs);
     (b) the shared stream with h k = d (stream_heads heads of rank d / h) against one head of rank d
     and of rank d / h; (c) looped stacks (tie_layers) beside untied ones in `loop_models`. (b) and

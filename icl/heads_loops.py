@@ -1,4 +1,4 @@
-"""Notebook 08's numbers (SPEC §10), each with its bootstrap interval over seeds (the sweeps of a
+"""Notebook 08's numbers (notebook 08), each with its bootstrap interval over seeds (the sweeps of a
 seed share its data stream and are resampled together, `estimates.paired`): how far a multi-head
 stack is from the one-head stack with as many heads, how much of the depth gain one layer of heads
 captures, the gain from depth of a sweep, and the share of it a looped stack keeps."""

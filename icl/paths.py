@@ -41,6 +41,13 @@ def repo_root(start: Path | None = None) -> Path:
     raise FileNotFoundError(f"no repository root (pyproject.toml + icl/) above {here}")
 
 
+def shown(path: Path, root: Path) -> str:
+    """A path as a message shows it: relative to the repository where it lies inside it, else whole
+    (an output root named in $ICL_OUTPUT_ROOT may lie anywhere)."""
+    path = Path(path).resolve()
+    return str(path.relative_to(root.resolve())) if path.is_relative_to(root.resolve()) else str(path)
+
+
 def output_roots(root: Path) -> list[Path]:
     """The folders output folders may lie in: the repository's outputs/ and ICL_OUTPUT_ROOT's."""
     extra = [Path(p).expanduser().resolve() for p in os.environ.get(OUTPUT_ROOT_ENV, "").split(os.pathsep) if p]

@@ -14,6 +14,7 @@ from pathlib import Path
 from . import claim_report, summary
 from .config import ConfigError
 from .files import write_atomic
+from . import paths
 from .paths import repo_root
 from .parameters import NOTEBOOKS, PROFILES, profile_root
 from .staging import readable_timings
@@ -217,5 +218,5 @@ def run(args) -> int:
     if not base.is_dir():
         raise ConfigError(f"outputs: no folder {base}; run `icl reproduce --profile {args.profile}` first")
     readable_timings(base / "timings.json", print)
-    print(profile_report(root, args.profile, base).relative_to(root))
+    print(paths.shown(profile_report(root, args.profile, base), root))
     return 0

@@ -301,7 +301,7 @@ def run(args) -> int:
         readable_timings(base / "timings.json", say)
         record_times(base, times, seconds, args.jobs)
         report = write_report(root, args.profile, base)
-        say(f"total {seconds:.0f} s with --jobs {args.jobs}; report: {report.relative_to(root)}")
+        say(f"total {seconds:.0f} s with --jobs {args.jobs}; report: {paths.shown(report, root)}")
     failed = {n: t for n, t in times.items() if t["status"] != "ok"}
     for n, t in failed.items():
         where = f"; full log: {t['log']}" if t.get("log") else ""

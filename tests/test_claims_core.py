@@ -1,5 +1,5 @@
 """Every claim names a core check, and that core can fail: on made-up numbers where the core is on
-the wrong side the claim is not reproduced, whatever its secondary checks say (SPEC §9). And the
+the wrong side the claim is not reproduced, whatever its secondary checks say (docs/statistics.md). And the
 exponent a core reads covers every defensible fit, or is not read at all (icl.exponents)."""
 import math
 

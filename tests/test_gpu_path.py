@@ -44,7 +44,7 @@ def test_the_simulated_device_sees_what_a_gpu_would():
     assert [e.kind for e in watch.events] == ["h2d", "sync", "sync", "d2h", "mixed"]
 
 
-# Every model, and the multi-head and looped ones (SPEC §10): their torch paths and gathers.
+# Every model, and the multi-head and looped ones (notebook 08): their torch paths and gathers.
 VARIANTS = [(m, {}) for m in MODELS] + [
     ("softmax", {"heads": 2}), ("shared_stream", {"heads": 2, "key_dim": 3}),
     ("softmax", {"tie_layers": True}), ("shared_stream", {"tie_layers": True}), ("context_updates", {"tie_layers": True})]

@@ -1,4 +1,4 @@
-"""Multi-head layers and looped stacks (SPEC §10, icl/heads.py): with one head and untied layers
+"""Multi-head layers and looped stacks (notebook 08, icl/heads.py): with one head and untied layers
 every model is today's to the last bit; with several heads or tied layers every fast path computes
 the plain algebra of icl.reference; and what the mechanism says of the controlled model holds
 exactly: a layer of h heads is h layers, a looped stack is its one layer."""
@@ -68,7 +68,7 @@ def close(a, b):
 
 @pytest.mark.parametrize("kernels", [False, True])
 def test_a_layer_of_h_heads_is_h_layers_in_the_controlled_model(kernels, monkeypatch):
-    """SPEC §10: heads add predictors exactly as layers do. One layer of 3 heads of rank 2 predicts
+    """notebook 08: heads add predictors exactly as layers do. One layer of 3 heads of rank 2 predicts
     what 3 layers of rank 2 with the same queries and keys predict (1/L residual factor)."""
     monkeypatch.setenv("ICL_NATIVE", "1" if kernels else "0")
     cfg = tiny_config(model="softmax", key_dim=2)
@@ -84,7 +84,7 @@ def test_a_layer_of_h_heads_is_h_layers_in_the_controlled_model(kernels, monkeyp
 
 @pytest.mark.parametrize("kernels", [False, True])
 def test_a_looped_controlled_stack_is_its_one_layer(kernels, monkeypatch):
-    """SPEC §10: a looped controlled stack averages L identical predictors: with a 1/L residual
+    """notebook 08: a looped controlled stack averages L identical predictors: with a 1/L residual
     factor a depth-4 looped model predicts what its one layer alone predicts."""
     monkeypatch.setenv("ICL_NATIVE", "1" if kernels else "0")
     cfg = tiny_config(model="softmax", key_dim=3, tie_layers=True)

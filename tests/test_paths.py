@@ -86,3 +86,13 @@ def test_remove_own_removes_only_what_icl_made(tmp_path):
     (tmp_path / "empty").mkdir()
     paths.remove_own(tmp_path / "empty")  # an empty folder holds nothing to lose
     paths.remove_own(tmp_path / "absent")
+
+
+def test_a_path_is_shown_relative_to_the_repository_only_when_it_lies_inside(tmp_path):
+    from icl.paths import shown
+
+    root = tmp_path / "repo"
+    (root / "outputs").mkdir(parents=True)
+    assert shown(root / "outputs" / "REPORT.md", root) == "outputs/REPORT.md"
+    elsewhere = tmp_path / "runs" / "REPORT.md"  # an output root from $ICL_OUTPUT_ROOT
+    assert shown(elsewhere, root) == str(elsewhere.resolve())  # relative_to raised ValueError here

@@ -7,7 +7,7 @@ inconclusive (None) otherwise (docs/statistics.md). A number from a single seed 
 on its value (its record says n_seeds = 1).
 
 A claim's *status* follows from its *core* check, the one that carries the paper's statement, and
-its secondary checks (`verdict`, SPEC §9): not reproduced when the core fails; reproduced when the
+its secondary checks (`verdict`, docs/statistics.md): not reproduced when the core fails; reproduced when the
 core and every secondary check hold; partly reproduced when the core holds and a secondary check
 does not. When the core is inconclusive (its interval straddles the threshold, or the fit it reads
 is ill-conditioned) the status is *inconclusive*, and the record names the range it lies in (from
