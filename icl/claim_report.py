@@ -59,10 +59,10 @@ READS = {
 }
 CASE = re.compile(r"\(a, b\)|d=?\d|top-\d|key_dim|k=\d")  # how a spectrum's or cell's label starts
 
-DECIDED_BY = ("*Decided by*: the claim's core check where its record names one; otherwise the first check that "
-              "fails, else the first inconclusive one, else the first check (all hold); for a claim judged at "
-              "several ranks k, in the first rank where it is not reproduced. The numbers are those the check "
-              "reads: value [95 % interval over seeds], the smallest to the largest where it reads several.")
+DECIDED_BY = ("*Decided by*: the claim's core check, the one that carries its statement (not reproduced when it "
+              "fails, partly reproduced when it holds and a secondary check does not); for a claim judged at several "
+              "ranks k, at the first rank where it is not reproduced. The numbers are those the check reads: value "
+              "[95 % interval over seeds], the smallest to the largest where it reads several.")
 
 
 def label(text) -> str:
