@@ -141,7 +141,7 @@ def test_an_ill_conditioned_defensible_fit_leaves_the_exponent_unread():
     assert exponents.exponent(from_csv).value == 1.0
 
 
-def synthetic(knee_m: int, tail_alpha: float, seeds=(0, 1, 2, 3, 4), depths=(1, 2, 3, 4, 6, 8, 12, 16, 32, 64)):
+def synthetic(knee_m: int, tail_alpha: float, seeds=(0, 1, 2), depths=(1, 2, 3, 4, 6, 8, 12, 16, 32, 64)):
     """A rank-limited curve: a steep fall to depth m, then a tail C + c L^-tail_alpha, with small
     seed noise."""
     rng = np.random.default_rng(0)
