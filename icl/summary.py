@@ -165,7 +165,8 @@ def readme_block(root: Path, base: Path, rows: list[dict]) -> str:
     """What README.md shows between its markers: the answer, C4's exponents with the fit's
     sensitivity, and the claims at a glance (the mechanism's table and each claim's numbers are REPORT's)."""
     parts = [alpha_answer(base).rstrip("\n") + "\nC4's exponents (notebook 03, d=16, P=64, isotropic spectrum; m = "
-             "ceil(d/k), the knee; [docs/statistics.md](docs/statistics.md) says which fits are defensible):\n",
+             "ceil(d/k), the knee; which fits are defensible: [docs/statistics.md](docs/statistics.md); how much the fit moves alpha: "
+             "[docs/limits.md](docs/limits.md)):\n",
              c4_table(base), "Every claim, with its core check (the one that decides it; "
              "[outputs/REPORT.md](outputs/REPORT.md) gives the rule, each claim's numbers and criterion):\n",
              summary_table(rows, root, root) if rows else ""]
