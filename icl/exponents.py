@@ -22,7 +22,7 @@ import pandas as pd
 
 from .estimates import estimate, estimate_columns, in_processes, sweep_fit
 from .intervals import Estimate, over_seeds, seed_matrix
-from .tables import sweeps
+from .tables import fit_curve, sweeps
 
 DEFENSIBLE = {"alpha": "all depths", "alpha_from2": "from L = 2", "alpha_tail": "tail: L >= m"}
 MIN_POINTS = 4  # a three-parameter fit needs at least four depths
@@ -33,6 +33,16 @@ def knee_depth(dim: int, key_dim: int) -> int:
     if key_dim < 1 or dim < 1:
         raise ValueError(f"knee_depth needs dim, key_dim >= 1, got dim={dim!r}, key_dim={key_dim!r}")
     return max(1, math.ceil(dim / key_dim))
+
+
+def tail_exponent(depths, losses, m: int) -> float | str:
+    """The exponent of one mean curve over its tail L >= m (the protocol's fit: floor in [0, min R]),
+    or why it is not read (too few depths, or the rule of `icl.fit.ill_conditioned`)."""
+    keep = [(float(L), float(R)) for L, R in zip(depths, losses) if L >= m and R is not None and math.isfinite(R)]
+    if len(keep) < MIN_POINTS:
+        return f"fewer than {MIN_POINTS} depths"
+    f = fit_curve([L for L, _ in keep], [R for _, R in keep])
+    return f.problem or float(f.alpha)
 
 
 def _fit_numbers(depths: np.ndarray, matrix: np.ndarray, start: int) -> dict:

@@ -210,24 +210,15 @@ baselines_png = nb.save_figure(s, fig, "baselines")
 # L ≥ m, floor in [0, min R]; a fit that the rule of `icl.fit` calls ill-conditioned shows its reason.
 
 # %%
-def tail_fit(depths, losses, m: int) -> str:
-    """The exponent of a curve over L >= m, or why it is not read."""
-    keep = [(L, R) for L, R in zip(depths, losses) if L >= m and pd.notna(R)]
-    if len(keep) < exponents.MIN_POINTS:
-        return f"fewer than {exponents.MIN_POINTS} depths"
-    f = tables.fit_curve([L for L, _ in keep], [R for _, R in keep])
-    return f.problem or f"{f.alpha:.2f}"
-
-
 tails = []
 for c in cells:
     part, m = baseline_table[regimes.cells_mask(baseline_table, c)], exponents.knee_depth(c.dim, c.key_dim)
-    tails.append({"cell": c.label(), "m": m, **{name: tail_fit(part.depth, part[col], m) for col, name in (
+    tails.append({"cell": c.label(), "m": m, **{name: exponents.tail_exponent(part.depth, part[col], m) for col, name in (
         ("trained", "trained"), ("complementary_subspace", "complementary, best β"),
         ("complementary_subspace_fixed", "complementary, fixed β")) if col in part}})
 tails = pd.DataFrame(tails)
 nb.save_table(s, tails, "tail_exponents")
-tails
+tails.round(2)
 
 # %% [markdown]
 # ## The subspaces the trained layers read through

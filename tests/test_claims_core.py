@@ -166,3 +166,12 @@ def test_a_tail_with_too_few_depths_is_not_read():
     df = synthetic(knee_m=16, tail_alpha=0.5)
     row = exponents.exponent_fits(estimate_table(df, ["key_dim"]), df, ["key_dim"], lambda r: 32).iloc[0]
     assert row.tail_problem.startswith("fewer than 4 depths") and exponents.exponent(row) is None
+
+
+def test_a_curve_s_tail_exponent_or_why_it_is_not_read():
+    depths = [1, 2, 4, 8, 16, 32, 64]
+    losses = [0.3 + 0.5 * L ** -0.5 for L in depths]
+    assert exponents.tail_exponent(depths, losses, 4) == pytest.approx(0.5, abs=0.02)
+    assert exponents.tail_exponent(depths, losses, 16) == "fewer than 4 depths"
+    assert exponents.tail_exponent(depths, [0.5] * 7, 2)  # a flat tail: a reason, never digits
+    assert isinstance(exponents.tail_exponent(depths, [0.5] * 7, 2), str)
