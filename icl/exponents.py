@@ -97,7 +97,7 @@ def _problems(row) -> list[str]:
     """The ill-conditioning verdicts of a row's defensible fits (NaN read back from a CSV is none)."""
     out = []
     for col, name in (("fit_problem", "all depths"), ("from2_problem", "from L = 2"), ("tail_problem", "tail")):
-        v = row.get(col, "") if hasattr(row, "get") else ""
+        v = row.get(col, "")
         if isinstance(v, str) and v:
             out.append(f"{name}: {v}")
     return out
@@ -114,7 +114,7 @@ def exponent(row) -> Estimate | None:
     ill-conditioned."""
     if _problems(row):
         return None
-    names = [n for n in DEFENSIBLE if _finite(row.get(n) if hasattr(row, "get") else None)]
+    names = [n for n in DEFENSIBLE if _finite(row.get(n))]
     if not names:
         return None
     each = [estimate(row, n) for n in names]

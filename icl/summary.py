@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 
 from .claim_report import summary_table
-from .claims import within
+from .claims import near_one
+from .claims.difficult import ALPHA_TOL  # the criteria's tolerance for "alpha near 1"
 from .exponents import exponent
 from .files import write_atomic
 
@@ -39,15 +40,6 @@ def _interval(row: dict, name: str, digits: int = 2) -> str:
     return f"{value} [{lo:.{digits}f}, {hi:.{digits}f}]" if lo is not None and hi is not None else value
 
 
-ALPHA_TOL = 0.25  # the criteria's tolerance for "alpha near 1" (notebooks 03 and 06)
-
-
-def _near_one(row: dict) -> bool | None:
-    """|alpha - 1| <= ALPHA_TOL over every defensible fit (icl.exponents); None when not read."""
-    e = exponent(row)
-    return None if e is None else within(e, 1.0, ALPHA_TOL)
-
-
 def _limited_sweeps(base: Path) -> list[tuple[str, dict]]:
     """(label, row) of every rank-limited sweep (key_dim < d) of notebook 03's headline table and
     notebook 06's map (whose cells at 03's (d, P) and rank are 03's, with more seeds)."""
@@ -69,7 +61,7 @@ def alpha_answer(base: Path) -> str:
     cells = _limited_sweeps(base)
     if not cells:
         return ""
-    verdicts = [(name, _near_one(row)) for name, row in cells]
+    verdicts = [(name, near_one(row, ALPHA_TOL)) for name, row in cells]
     yes = [n for n, v in verdicts if v is True]
     no, unread = [n for n, v in verdicts if v is False], [n for n, v in verdicts if v is None]
     listed = lambda names: f" ({'; '.join(names)})" if 0 < len(names) <= 5 else ""
