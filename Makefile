@@ -52,12 +52,12 @@ $(STAMP): pyproject.toml requirements.lock $(TORCHSPEC)
 	$(VPY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
-# JupyterLab's settings, written into the environment with it (icl/lab.py says what they are), so
+# JupyterLab's settings, written into the environment with it (icl/running/lab.py says what they are), so
 # that a plain `.venv/bin/jupyter lab` opens .py notebooks as notebooks and never saves outputs into
 # notebooks/*.ipynb, as `make lab` does. The file named is the last one written.
 LABSETTINGS := $(VENV)/etc/jupyter/jupyter_server_config.json
-$(LABSETTINGS): $(STAMP) icl/lab.py
-	$(VPY) -m icl.lab $(VENV)
+$(LABSETTINGS): $(STAMP) icl/running/lab.py
+	$(VPY) -m icl.running.lab $(VENV)
 
 install: $(STAMP) $(LABSETTINGS) ## create .venv from requirements.lock, with torch (TORCH), the icl package (editable) and the lab's settings
 

@@ -54,13 +54,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icl import estimates, grids, modes
+from icl import claim, estimates, grids, held_out, modes, plots, runs_of, show_claims, tables
+from icl import theory
 from icl import notebook as nb
-from icl import plots, tables, theory
-from icl.claims import claim, show_claims
 from icl.claims import easy as rules
-from icl.sweep import runs_of
-from icl.tasks import held_out
 
 plots.style()
 
@@ -186,7 +183,7 @@ pd.DataFrame(ref_rows).set_index(["spectrum", "kind"]).map("{:.3g}".format)
 
 # %%
 runs = s.run(grids.easy_linear(s)["linear"])  # the configs: icl.grids.easy_linear
-df = nb.losses_frame(runs).assign(diverged=[r["final_loss"] > r["initial_loss"] for r in runs])
+df = tables.losses_frame(runs).assign(diverged=[r["final_loss"] > r["initial_loss"] for r in runs])
 nb.save_table(s, df, "losses")
 df.pivot_table(index=["input_exponent", "task_exponent"], columns="depth", values="loss").map("{:.4g}".format)
 

@@ -31,12 +31,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import bounds, estimates, grids
+from icl import bounds, claim, estimates, grids, plots, runs_of, show_claims, tables
 from icl import notebook as nb
-from icl import plots, tables
-from icl.claims import claim, show_claims
 from icl.claims import easy as rules
-from icl.sweep import runs_of
 
 plots.style()
 
@@ -91,7 +88,7 @@ s = nb.parameters(globals())
 
 # %%
 runs = s.run(grids.easy_nonlinear(s)["sphere"])  # the configs: icl.grids.easy_nonlinear
-df = nb.losses_frame(runs)
+df = tables.losses_frame(runs)
 nb.save_table(s, df, "losses")
 df.pivot_table(index=["input_exponent", "task_exponent"], columns="depth", values="loss")
 

@@ -48,12 +48,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import bounds, estimates, exponents, grids, modes
+from icl import bounds, claim, claim_by_regime, estimates, exponents, grids, modes, plots, runs_of
+from icl import show_claims, tables, theory
 from icl import notebook as nb
-from icl import plots, tables, theory
 from icl.claims import difficult as rules
-from icl.claims import claim, claim_by_regime, show_claims
-from icl.sweep import runs_of
 
 plots.style()
 
@@ -176,7 +174,7 @@ key_dims, primary = s["key_dims"], s["key_dims"][0]  # C6b and the mode-wise pro
 # %%
 runs = {name: s.run(cfgs) for name, cfgs in grids.difficult(s).items()}  # the configs: icl.grids.difficult
 main, linear, joint, wide = (runs[k] for k in ("main", "linear", "joint", "wide"))
-frames = {name: nb.losses_frame(rs) for name, rs in dict(main=main, linear=linear, joint=joint, wide=wide).items()}
+frames = {name: tables.losses_frame(rs) for name, rs in dict(main=main, linear=linear, joint=joint, wide=wide).items()}
 df = pd.concat([f.assign(sweep=name) for name, f in frames.items()], ignore_index=True)
 nb.save_table(s, df, "losses")
 df.pivot_table(index=["sweep", "model", "top_k", "key_dim", "input_exponent", "task_exponent"], columns="depth",

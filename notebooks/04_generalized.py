@@ -70,12 +70,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import bounds, estimates, exponents, grids
+from icl import bounds, claim_by_regime, estimates, exponents, grids, plots, runs_of, show_claims
+from icl import tables
 from icl import notebook as nb
-from icl import plots, tables
-from icl.claims import claim_by_regime, show_claims
 from icl.claims import generalised as rules
-from icl.sweep import runs_of
 
 plots.style()
 
@@ -178,7 +176,7 @@ key_dims = s["key_dims"]
 SWEEPS = [(m, K if k == "wide" else k) for m, k in grids.GENERALISED_SWEEPS]
 runs_cfg = grids.generalized(s)
 runs = {key: s.run(cfgs) for key, cfgs in runs_cfg.items()}  # (model, top_k, key_dim): icl.grids.generalized
-df = nb.losses_frame([r for rs in runs.values() for r in rs])
+df = tables.losses_frame([r for rs in runs.values() for r in rs])
 nb.save_table(s, df, "losses")
 df.pivot_table(index=["key_dim", "model", "top_k", "input_exponent", "task_exponent"], columns="depth", values="loss")
 

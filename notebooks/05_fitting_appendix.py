@@ -50,9 +50,8 @@ import json
 
 import pandas as pd
 
-from icl import estimates
+from icl import estimates, plots, tables
 from icl import notebook as nb
-from icl import plots, tables
 
 plots.style()
 

@@ -49,10 +49,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import estimates, exponents, grids
+from icl import claim, estimates, exponents, grids, plots, regimes, show_claims, tables
 from icl import notebook as nb
-from icl import plots, regimes
-from icl.claims import claim, show_claims
 from icl.claims import regimes as rules
 
 plots.style()
@@ -137,7 +135,7 @@ pd.DataFrame([{**vars(c), "depths": f"1-{max(depths_of(c))}"} for c in cells])
 
 # %%
 results = s.run(grids.regimes(s)["cells"])  # the configs: icl.grids.regimes
-df = nb.losses_frame(results).assign(dim=[r["config"]["dim"] for r in results],
+df = tables.losses_frame(results).assign(dim=[r["config"]["dim"] for r in results],
                                      context_length=[r["config"]["context_length"] for r in results])
 nb.save_table(s, df, "losses")
 bounds_of = regimes.cell_bounds(s.config(task="difficult", input_exponent=a, task_exponent=b), cells, depths_of,

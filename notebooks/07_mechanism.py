@@ -52,12 +52,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import bounds, estimates, exponents, grids, regimes
+from icl import RunConfig, bounds, claim, estimates, exponents, field_names, grids, plots, regimes
+from icl import show_claims, subspaces, tables
 from icl import notebook as nb
-from icl import plots, subspaces, tables
-from icl.claims import claim, show_claims
 from icl.claims import mechanism as rules
-from icl.config import RunConfig, field_names
 
 plots.style()
 
@@ -271,7 +269,7 @@ temperatures.pivot_table(index="cell", columns="depth", values=["trained", "rand
 
 # %%
 ablation_runs = s.run(grids.mechanism(s, p03)["ablation"])  # the configs: icl.grids.mechanism
-ablation = nb.losses_frame(ablation_runs)
+ablation = tables.losses_frame(ablation_runs)
 nb.save_table(s, ablation, "ablation_losses")
 fig, axes = plt.subplots(1, len(s["ablation_key_dims"]), figsize=(4.2 * len(s["ablation_key_dims"]), 3.4), squeeze=False,
                          layout="constrained")

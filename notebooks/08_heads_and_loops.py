@@ -44,12 +44,10 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from icl import bounds, estimates, grids
+from icl import bounds, estimates, grids, plots, show_claims, tables
 from icl import heads_loops as hl
 from icl import notebook as nb
-from icl import plots, tables
 from icl.claims import heads as rules
-from icl.claims import show_claims
 
 plots.style()
 

@@ -18,11 +18,11 @@ import time
 
 import pandas as pd
 
-from icl import estimates
-from icl.cache import RunCache
-from icl.config import RunConfig
-from icl.notebook import losses_frame
-from icl.sweep import run_sweep
+from icl.analysis import estimates
+from icl.running.cache import RunCache
+from icl.core.config import RunConfig
+from icl.analysis.tables import losses_frame
+from icl.running.sweep import run_sweep
 
 DEPTHS = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64)  # notebook 03's quick grid
 BASE = dict(model="softmax", task="difficult", top_k=2, dim=16, context_length=64, batch_size=256,

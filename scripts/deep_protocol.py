@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
-from icl.config import RunConfig
-from icl.train import train_group
+from icl.core.config import RunConfig
+from icl.core.train import train_group
 
 DEPTHS = (1, 4, 16, 64)
 BASE = dict(model="softmax", task="difficult", top_k=2, steps=2000, learning_rate=3e-3, eval_contexts=4096,

@@ -12,9 +12,9 @@ import math
 import numpy as np
 import torch
 
-from icl import baselines, bounds
-from icl.config import RunConfig
-from icl.tasks import EVAL_SEED, make_generator, sample_batch
+from icl.analysis import baselines, bounds
+from icl.core.config import RunConfig
+from icl.core.tasks import EVAL_SEED, make_generator, sample_batch
 
 
 def scored(cfg, fit, sizes, sets):

@@ -9,11 +9,11 @@ stack is scored again, with its readout as trained and refitted (one least-squar
 evaluation set, which only favours the isotropic copy). An isotropic copy is a mixture of
 isotropic softmaxes, so it can never beat the mixture bound; how far it ends above the trained
 stack is what the anisotropy buys. Prints one JSON line per depth, beside the mean anisotropy of
-the layers (`icl.subspaces.anisotropy`).
+the layers (`icl.core.subspaces.anisotropy`).
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/isotropized_layers.py --context-length 16 --top-k 2 --depths 1 16 64
 
-Training offers no hook to the trained stack, so this script wraps icl.train.extras (which every
+Training offers no hook to the trained stack, so this script wraps icl.core.train.extras (which every
 run calls with its stack and evaluation set) for its own process only.
 """
 from __future__ import annotations
@@ -23,9 +23,9 @@ import json
 
 import torch
 
-import icl.train as training
-from icl.config import RunConfig
-from icl.subspaces import anisotropy
+import icl.core.train as training
+from icl.core.config import RunConfig
+from icl.core.subspaces import anisotropy
 
 ORIGINAL_EXTRAS = training.extras
 

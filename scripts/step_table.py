@@ -1,6 +1,6 @@
 """Seconds per training step of each model, one thread: forward + backward + Adam, batch 64,
 d = 16, key_dim 4, depths 1-64 stacked (127 layers), at P = 32 and 64. The generalised models
-are timed beside their first implementation (icl.looped), alternating within every repeat
+are timed beside their first implementation (icl.core.looped), alternating within every repeat
 (medians), so the ratio comes from one run.
 
     .venv/bin/python scripts/step_table.py [--repeats 7] [--json outputs/step_table.json]
@@ -10,10 +10,10 @@ import json
 
 import torch
 
-from icl.bench import icl_trainer
-from icl.looped import LOOPED
-from icl.timing import seconds_per_step
-from icl.config import RunConfig
+from icl.running.bench import icl_trainer
+from icl.core.looped import LOOPED
+from icl.running.timing import seconds_per_step
+from icl.core.config import RunConfig
 
 DEPTHS = [1, 2, 4, 8, 16, 32, 64]
 MODELS = ["softmax", "linear", "context_updates", "shared_stream"]

@@ -1,4 +1,4 @@
-"""How far every fast path is from the plain algebra, in the units of icl.reference.agreement, over
+"""How far every fast path is from the plain algebra, in the units of icl.core.reference.agreement, over
 the shapes the tests use: the worst ratio of a path's error to the plain float32 algebra's (what
 reference.FACTOR bounds) and the worst error itself, per model and path. Run it under each
 variant the suite must pass on and compare:
@@ -15,12 +15,12 @@ import os
 
 import torch
 
-from icl import native
-from icl.bench import perturbed
-from icl.config import RunConfig
-from icl.models import build, stack_order
-from icl.reference import agreement
-from icl.tasks import make_generator, sample_batch
+from icl.core import native
+from icl.running.bench import perturbed
+from icl.core.config import RunConfig
+from icl.core.models import build, stack_order
+from icl.core.reference import agreement
+from icl.core.tasks import make_generator, sample_batch
 
 MODELS = ["linear", "softmax", "untied_values", "context_updates", "shared_stream"]
 STACKS = [[1], [3, 1, 2], [5, 5, 1], [1, 2, 4, 8]]

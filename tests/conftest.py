@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from icl import paths
-from icl.config import RunConfig
-from icl.models import build
-from icl.tasks import make_generator, sample_batch
+from icl.running import paths
+from icl.core.config import RunConfig
+from icl.core.models import build
+from icl.core.tasks import make_generator, sample_batch
 
 import simdevice
 

@@ -12,8 +12,8 @@ if __name__ == "__main__" and os.environ.get("ICL_OLD"):
 
 import torch  # noqa: E402
 
-from icl.config import RunConfig  # noqa: E402
-from icl.train import train_group  # noqa: E402
+from icl.core.config import RunConfig  # noqa: E402
+from icl.core.train import train_group  # noqa: E402
 
 MODELS = ("linear", "softmax", "untied_values", "shared_stream", "context_updates")
 PATHS = {"torch": 12, "kernels": 16}  # context length: the kernels need a multiple of 16 tokens

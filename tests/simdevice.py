@@ -182,16 +182,16 @@ class Watch(TorchDispatchMode):
 @contextlib.contextmanager
 def simulate():
     """Within: a config's `device: cuda` trains on the simulated device under a `Watch`, which
-    it yields; the training step (icl.train.train_step) is marked so that events inside it can
+    it yields; the training step (icl.core.train.train_step) is marked so that events inside it can
     be told from the rest."""
-    import icl.tasks
-    import icl.train
+    import icl.core.tasks
+    import icl.core.train
 
     global DEVICE
     register()  # the first time only: from then on, this process knows the device (harmless to CPU work)
     DEVICE = torch.device(NAME, 0)  # the autograd engine needs an index
     watch = Watch()
-    resolve, make_gen, step = icl.train.resolve_device, icl.tasks.make_generator, icl.train.train_step
+    resolve, make_gen, step = icl.core.train.resolve_device, icl.core.tasks.make_generator, icl.core.train.train_step
 
     def resolve_device(name: str) -> torch.device:
         return DEVICE if name == "cuda" else resolve(name)
@@ -210,8 +210,8 @@ def simulate():
         finally:
             watch.in_step -= 1
 
-    patches = [(icl.train, "resolve_device", resolve_device), (icl.train, "make_generator", make_generator),
-               (icl.tasks, "make_generator", make_generator), (icl.train, "train_step", train_step)]
+    patches = [(icl.core.train, "resolve_device", resolve_device), (icl.core.train, "make_generator", make_generator),
+               (icl.core.tasks, "make_generator", make_generator), (icl.core.train, "train_step", train_step)]
     lift = torch._C._only_lift_cpu_tensors()
     for module, name, value in patches:
         setattr(module, name, value)
@@ -221,7 +221,7 @@ def simulate():
             yield watch
     finally:
         torch._C._set_only_lift_cpu_tensors(lift)
-        icl.train.resolve_device, icl.train.make_generator, icl.tasks.make_generator, icl.train.train_step = \
+        icl.core.train.resolve_device, icl.core.train.make_generator, icl.core.tasks.make_generator, icl.core.train.train_step = \
             resolve, make_gen, make_gen, step
-        icl.tasks._held_out.cache_clear()  # the held-out sets and spectra it placed on the device
-        icl.tasks.spectra.cache_clear()
+        icl.core.tasks._held_out.cache_clear()  # the held-out sets and spectra it placed on the device
+        icl.core.tasks.spectra.cache_clear()

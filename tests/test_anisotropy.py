@@ -1,10 +1,10 @@
-"""icl.subspaces.anisotropy on score matrices whose answer is known, and in a trained run's summary."""
+"""icl.core.subspaces.anisotropy on score matrices whose answer is known, and in a trained run's summary."""
 import math
 
 import pytest
 import torch
 
-from icl import subspaces
+from icl.core import subspaces
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -51,8 +51,8 @@ def test_the_summary_records_the_anisotropy_per_layer():
 
 def test_a_trained_full_rank_run_records_its_anisotropy():
     """Was recorded for rank-limited layers only: full-rank runs kept no subspace summary."""
-    from icl.config import RunConfig
-    from icl.train import train
+    from icl.core.config import RunConfig
+    from icl.core.train import train
 
     cfg = RunConfig(model="softmax", dim=4, context_length=8, steps=5, batch_size=16, eval_contexts=32,
                     eval_points=2, depth=3, device="cpu")

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import icl.train
+import icl.core.train
 from conftest import TINY, tiny_config
-from icl.cache import RunCache
-from icl.cli import main
-from icl.config import ConfigError, RunConfig, coerce
-from icl.sweep import expand, read_yaml
+from icl.running.cache import RunCache
+from icl.running.cli import main
+from icl.core.config import ConfigError, RunConfig, coerce
+from icl.running.sweep import expand, read_yaml
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -41,8 +41,8 @@ def scratch(tmp_path, monkeypatch):
 @pytest.fixture
 def no_training(monkeypatch):
     fail = lambda *a, **k: pytest.fail("training started before the input was checked")  # noqa: E731
-    monkeypatch.setattr(icl.train, "train", fail)
-    monkeypatch.setattr(sys.modules["icl.sweep"], "train_finite", fail)
+    monkeypatch.setattr(icl.core.train, "train", fail)
+    monkeypatch.setattr(sys.modules["icl.running.sweep"], "train_finite", fail)
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def test_negative_threads_are_refused(capsys, scratch):
 
 
 def test_a_key_dim_that_cannot_tile_dim_is_refused(capsys, scratch, no_training):
-    """Was a ValueError traceback from icl.subspaces once training began."""
+    """Was a ValueError traceback from icl.core.subspaces once training began."""
     refused(capsys, ["train", *FLAGS, "--dim=16", "--key-dim=6", "--subspace=tiled"], "subspace", "key_dim 6", "dim 16")
     assert RunConfig(dim=16, key_dim=12, subspace="tiled").key_dim == 12  # d - k divides d: allowed
 
@@ -92,10 +92,10 @@ def test_a_key_dim_that_cannot_tile_dim_is_refused(capsys, scratch, no_training)
 @pytest.mark.parametrize("value", ['"abc"', "0", "-5", "true"])
 def test_submitit_counts_are_checked_before_any_job(capsys, scratch, no_training, monkeypatch, value):
     """timeout_min "abc" or 0 went to submitit, which failed later in a traceback (or killed the job at once)."""
-    import icl.cluster
+    import icl.running.cluster
 
     monkeypatch.setenv("ICL_SUBMITIT", f'{{"timeout_min": {value}}}')
-    monkeypatch.setattr(icl.cluster, "make_executor", lambda *a: pytest.fail("a job was submitted"))
+    monkeypatch.setattr(icl.running.cluster, "make_executor", lambda *a: pytest.fail("a job was submitted"))
     params = write(scratch / "s.yaml", SWEEP)
     refused(capsys, ["sweep", str(params), "--cache", str(scratch / "c"), "--executor", "submitit-local"],
             "timeout_min", "integer >= 1")
@@ -206,7 +206,7 @@ def test_minus_zero_is_the_same_run_as_zero(tmp_path):
 def test_the_key_of_an_ordinary_config_is_what_it_was():
     """The -0.0 normalisation touches only configs that held -0.0: the config part of every other
     key is as before (its digest, recorded before the change)."""
-    from icl.cache import _digest
+    from icl.running.cache import _digest
 
     assert _digest(RunConfig().to_dict()) == "cbe7076f255724e5c4833766239becf192550bcb3e7640a2f1788d483a738200"
     assert _digest(tiny_config(input_exponent=1, task_exponent=0.5).to_dict()) == (
@@ -216,7 +216,7 @@ def test_the_key_of_an_ordinary_config_is_what_it_was():
 # --- error messages show a bounded excerpt of a bad value ----------------------------------------
 
 def test_error_messages_show_an_excerpt_of_a_long_value(tmp_path):
-    from icl import notebook as nb
+    from icl.running import notebook as nb
 
     long = "x" * 100_000
     with pytest.raises(ConfigError) as err:
@@ -243,8 +243,8 @@ def laughs(levels: int = 12) -> str:
 
 PROBE = """
 import json, sys, time, tracemalloc
-import icl.notebook, icl.sweep
-from icl.cli import build_parser, main
+import icl.running.notebook, icl.running.sweep
+from icl.running.cli import build_parser, main
 build_parser()  # imports every command's module: their import is not what is measured
 tracemalloc.start()
 start = time.perf_counter()

@@ -1,12 +1,14 @@
-"""The untrained subspace ensembles of icl.baselines and the subspace measurements of
-icl.subspaces, on cases whose answer is known."""
+"""The untrained subspace ensembles of icl.analysis.baselines and the subspace measurements of
+icl.core.subspaces, on cases whose answer is known."""
 import math
 
 import pytest
 import torch
 
-from icl import baselines, bounds, subspaces
-from icl.config import RunConfig
+from icl.analysis import baselines, bounds
+
+from icl.core import subspaces
+from icl.core.config import RunConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -95,8 +97,8 @@ def test_summary_of_trained_weights_reads_the_row_spaces():
 
 
 def test_frozen_subspaces_train_only_the_maps_inside_them():
-    from icl.config import ConfigError, RunConfig
-    from icl.train import train
+    from icl.core.config import ConfigError, RunConfig
+    from icl.core.train import train
 
     cfg = RunConfig(model="softmax", dim=8, context_length=16, key_dim=2, steps=20, batch_size=16, eval_contexts=64,
                     eval_points=2, subspace="tiled", depth=4, device="cpu")

@@ -1,4 +1,4 @@
-"""The benchmark checks that icl computes what the plain algebra (icl.reference) computes before it
+"""The benchmark checks that icl computes what the plain algebra (icl.core.reference) computes before it
 times them, and writes its JSON and Markdown."""
 import json
 
@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from conftest import tiny_config
-from icl.bench import check_same
-from icl.cli import main
-from icl.models import build
-from icl.reference import FACTOR, plain_model
+from icl.running.bench import check_same
+from icl.running.cli import main
+from icl.core.models import build
+from icl.core.reference import FACTOR, plain_model
 
 
 @pytest.mark.parametrize("model", ["softmax", "linear", "untied_values", "context_updates", "shared_stream"])
@@ -25,11 +25,11 @@ def test_icl_and_the_plain_algebra_compute_the_same(model, scale):
 def test_the_check_sees_a_wrong_mask(model, monkeypatch):
     """The check can fail: letting every token (the query too) read the query changes the plain
     algebra's losses, so icl no longer agrees with it."""
-    import icl.reference
+    import icl.core.reference
 
     cfg = tiny_config(model=model, batch_size=16)
     assert check_same(cfg, [2], torch.device("cpu"))["same"]
-    monkeypatch.setattr(icl.reference, "attends", lambda P, device=None: torch.ones(P + 1, P + 1, dtype=torch.bool))
+    monkeypatch.setattr(icl.core.reference, "attends", lambda P, device=None: torch.ones(P + 1, P + 1, dtype=torch.bool))
     assert not check_same(cfg, [2], torch.device("cpu"))["same"]
 
 
@@ -96,9 +96,9 @@ def test_bench_only_runs_the_named_cases(tmp_path):
                                         (["--dim", "0"], ["dim", "0"])])
 def test_bad_bench_arguments_exit_2_in_one_line_before_any_timing(tmp_path, capsys, monkeypatch, argv, words):
     """--repeats 0 and --depths 0 were tracebacks, an unknown --only exited 1."""
-    import icl.bench
+    import icl.running.bench
 
-    monkeypatch.setattr(icl.bench, "peak_flop_rate", lambda *a: pytest.fail("timing started"))
+    monkeypatch.setattr(icl.running.bench, "peak_flop_rate", lambda *a: pytest.fail("timing started"))
     assert main(["bench", "--json", str(tmp_path / "b.json"), *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err

@@ -1,4 +1,4 @@
-"""The reference predictors of icl.bounds on cases whose answer is known: a target that one
+"""The reference predictors of icl.analysis.bounds on cases whose answer is known: a target that one
 temperature reproduces exactly, a full-rank "subspace", and the ordering single >= mixture."""
 import json
 
@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from conftest import PEAK_PROBE, live_memory_env
-from icl import bounds
-from icl.cli import main
-from icl.config import RunConfig
+from icl.analysis import bounds
+from icl.running.cli import main
+from icl.core.config import RunConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -103,8 +103,8 @@ def test_command_bad_input_is_one_line(capsys, flags, key):
 
 
 def test_bounds_are_cached_and_recomputed_when_their_code_changes(tmp_path, monkeypatch):
-    from icl import cache as cache_mod
-    from icl.cache import RunCache
+    from icl.running import cache as cache_mod
+    from icl.running.cache import RunCache
 
     cfg, runs = RunConfig(**SMALL, key_dim=2), RunCache(tmp_path)
     calls = []
@@ -120,8 +120,8 @@ def test_bounds_are_cached_and_recomputed_when_their_code_changes(tmp_path, monk
 
 
 BOUND_PROBE = PEAK_PROBE + """
-from icl import bounds
-from icl.config import RunConfig
+from icl.analysis import bounds
+from icl.core.config import RunConfig
 
 bounds.bounds(RunConfig(dim=4, context_length=8, eval_contexts=32), [1, 2], 32)  # libraries and allocator warm
 print(live_peak(lambda: bounds.bounds(RunConfig(**json.loads(sys.argv[1])), json.loads(sys.argv[2]), int(sys.argv[3]))))

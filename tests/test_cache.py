@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-import icl.cache
-import icl.sweep
+import icl.running.cache
+import icl.running.sweep
 from conftest import tiny_config
-from icl.cache import RunCache, run_key
-from icl.cli import main
-from icl.sweep import run_sweep
+from icl.running.cache import RunCache, run_key
+from icl.running.cli import main
+from icl.running.sweep import run_sweep
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -37,7 +37,7 @@ def leftovers(root: Path) -> list[Path]:
 
 
 def trained(cfg):
-    return icl.sweep.train_finite([cfg], progress=False)[0]
+    return icl.running.sweep.train_finite([cfg], progress=False)[0]
 
 
 def test_store_then_load_round_trip(tmp_path):
@@ -58,7 +58,7 @@ def test_key_covers_config_code_torch_and_device(monkeypatch):
     before = run_key(cfg)
     for name, value in [("__version__", "999"), ("SOURCE_HASH", "0" * 64)]:
         with monkeypatch.context() as m:
-            m.setattr(icl.cache, name, value)
+            m.setattr(icl.running.cache, name, value)
             assert run_key(cfg) != before, name
     with monkeypatch.context() as m:
         m.setattr(torch, "__version__", "0.0.1")
@@ -67,57 +67,60 @@ def test_key_covers_config_code_torch_and_device(monkeypatch):
 
 
 def test_the_hashed_sources_are_the_training_code():
-    names = {p.name for p in icl.cache.source_files()}
+    names = {p.name for p in icl.running.cache.source_files()}
     assert {"config.py", "tasks.py", "models.py", "train.py", "decomposition.py"} <= names
     assert "cache.py" not in names and "notebook.py" not in names  # bookkeeping, not results
 
 
 def copy_package(tmp_path):
-    """A copy of icl's modules and C kernels under tmp_path/icl."""
+    """A copy of icl's modules and C kernels under tmp_path/icl, folders and all."""
     package = tmp_path / "icl"
-    (package / "kernels").mkdir(parents=True)
-    for path in [*(ROOT / "icl").glob("*.py"), *(ROOT / "icl" / "kernels").glob("*.[ch]")]:
-        (package / path.relative_to(ROOT / "icl")).write_bytes(path.read_bytes())
+    for path in [*(ROOT / "icl").rglob("*.py"), *(ROOT / "icl").rglob("*.[ch]")]:
+        copy = package / path.relative_to(ROOT / "icl")
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(path.read_bytes())
     return package
 
 
 def test_a_one_byte_change_to_the_training_code_changes_every_key(tmp_path, monkeypatch):
     package = copy_package(tmp_path)
-    assert icl.cache.source_hash(package) == icl.cache.SOURCE_HASH  # a copy hashes the same
+    assert icl.running.cache.source_hash(package) == icl.running.cache.SOURCE_HASH  # a copy hashes the same
     cfg, cache = quick(), RunCache(tmp_path / "runs")
     cache.store(cfg, trained(cfg))
     for name in ("train.py", "models.py", "tasks.py", "config.py", "decomposition.py", "native.py",
                  "kernels/context_updates.c", "kernels/shared_stream.c", "kernels/vector.h"):
+        name = f"core/{name}"
         original = (package / name).read_bytes()
         (package / name).write_bytes(original.replace(b"\n", b" \n", 1))  # one byte more
-        changed = icl.cache.source_hash(package)
+        changed = icl.running.cache.source_hash(package)
         (package / name).write_bytes(original)
-        assert changed != icl.cache.SOURCE_HASH, name
+        assert changed != icl.running.cache.SOURCE_HASH, name
         with monkeypatch.context() as m:  # what a process importing the changed code would key by
-            m.setattr(icl.cache, "SOURCE_HASH", changed)
+            m.setattr(icl.running.cache, "SOURCE_HASH", changed)
             assert cache.load(cfg) is None  # the old entry is not served
     assert cache.load(cfg) is not None
 
 
 def test_a_new_module_imported_by_train_is_hashed_too(tmp_path):
-    package = tmp_path / "icl"
-    package.mkdir()
-    for path in (ROOT / "icl").glob("*.py"):
-        (package / path.name).write_bytes(path.read_bytes())
-    (package / "loop.py").write_text("STEPS = 1\n")
-    train = package / "train.py"
-    train.write_text("from .loop import STEPS\n" + train.read_text())
-    assert package / "loop.py" in icl.cache.source_files(package)
-    before = icl.cache.source_hash(package)
-    (package / "loop.py").write_text("STEPS = 2\n")
-    assert icl.cache.source_hash(package) != before
+    package = copy_package(tmp_path)
+    (package / "core" / "loop.py").write_text("STEPS = 1\n")
+    (package / "analysis" / "steps.py").write_text("STEPS = 1\n")
+    train = package / "core" / "train.py"
+    train.write_text("from .loop import STEPS\nfrom ..analysis.steps import STEPS\n" + train.read_text())
+    assert {package / "core" / "loop.py", package / "analysis" / "steps.py"} <= set(icl.running.cache.source_files(package))
+    before = icl.running.cache.source_hash(package)
+    (package / "core" / "loop.py").write_text("STEPS = 2\n")
+    assert icl.running.cache.source_hash(package) != before
+    before = icl.running.cache.source_hash(package)
+    (package / "analysis" / "steps.py").write_text("STEPS = 2\n")
+    assert icl.running.cache.source_hash(package) != before
 
 
 def forge(path: Path, change) -> None:
     """Rewrite an entry's body with a *valid* checksum: only the content checks can catch it."""
     entry = json.loads(path.read_text())
     change(entry)
-    entry["checksum"] = icl.cache._digest(entry["result"])
+    entry["checksum"] = icl.running.cache._digest(entry["result"])
     path.write_text(json.dumps(entry))
 
 
@@ -158,7 +161,7 @@ def test_forged_entry_with_a_valid_checksum_is_rejected(tmp_path, capsys, forger
     else:
         change = FORGERIES[forgery]
     forge(path, change)
-    assert json.loads(path.read_text())["checksum"] == icl.cache._digest(json.loads(path.read_text())["result"])
+    assert json.loads(path.read_text())["checksum"] == icl.running.cache._digest(json.loads(path.read_text())["result"])
     assert cache.load(cfg) is None
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(path) in err[0] and "recomputing" in err[0], err
@@ -180,7 +183,7 @@ def test_entries_and_folders_are_readable_by_everyone(tmp_path):
 
 def test_store_log_names_each_new_entry(tmp_path, monkeypatch):
     log = tmp_path / "stored.txt"
-    monkeypatch.setenv(icl.cache.STORE_LOG, str(log))
+    monkeypatch.setenv(icl.running.cache.STORE_LOG, str(log))
     cache = RunCache(tmp_path / "c")
     run_sweep([quick(depth=1), quick(depth=2)], cache, progress=False)
     run_sweep([quick(depth=1), quick(depth=2)], cache, progress=False)  # read, not stored again
@@ -223,7 +226,7 @@ def test_corrupt_entry_is_rejected_and_recomputed(tmp_path, capsys, corrupt):
 def test_cached_run_is_read_not_retrained(tmp_path, monkeypatch):
     cache, cfg = RunCache(tmp_path), quick()
     [first] = run_sweep([cfg], cache, progress=False)
-    monkeypatch.setattr(icl.sweep, "train_finite", lambda *a, **k: pytest.fail("retrained a cached run"))
+    monkeypatch.setattr(icl.running.sweep, "train_finite", lambda *a, **k: pytest.fail("retrained a cached run"))
     assert run_sweep([cfg], cache, progress=False) == [first]
 
 
@@ -240,7 +243,7 @@ def test_failed_write_leaves_neither_entry_nor_temp_file(tmp_path, monkeypatch):
     def interrupted_replace(src, dst):
         raise KeyboardInterrupt  # Ctrl-C between the write and the rename
 
-    monkeypatch.setattr(icl.cache.os, "replace", interrupted_replace)
+    monkeypatch.setattr(icl.running.cache.os, "replace", interrupted_replace)
     with pytest.raises(KeyboardInterrupt):
         cache.store(cfg, {"final_loss": 1.0})
     assert not entries(tmp_path) and not leftovers(tmp_path)
@@ -257,7 +260,7 @@ def final_losses(results):
 
 def test_interrupted_sweep_keeps_finished_groups_and_resumes(tmp_path, monkeypatch):
     reference = run_sweep(sweep_cfgs(), RunCache(tmp_path / "ref"), progress=False)
-    real, calls = icl.sweep.train_finite, []
+    real, calls = icl.running.sweep.train_finite, []
 
     def interrupted(group, progress=True):
         calls.append([c.seed for c in group])
@@ -265,7 +268,7 @@ def test_interrupted_sweep_keeps_finished_groups_and_resumes(tmp_path, monkeypat
             raise KeyboardInterrupt  # Ctrl-C during the second group
         return real(group, progress)
 
-    monkeypatch.setattr(icl.sweep, "train_finite", interrupted)
+    monkeypatch.setattr(icl.running.sweep, "train_finite", interrupted)
     cache = RunCache(tmp_path / "c")
     with pytest.raises(KeyboardInterrupt):
         run_sweep(sweep_cfgs(), cache, progress=False)
@@ -292,8 +295,8 @@ def test_group_killed_between_its_stores_is_retrained_whole(tmp_path, monkeypatc
     for cfg, result in zip(sweep_cfgs(), reference):
         if (cfg.seed, cfg.depth) != (1, 2):
             cache.store(cfg, result)
-    real, calls = icl.sweep.train_finite, []
-    monkeypatch.setattr(icl.sweep, "train_finite", lambda g, progress=True: calls.append(g) or real(g, progress))
+    real, calls = icl.running.sweep.train_finite, []
+    monkeypatch.setattr(icl.running.sweep, "train_finite", lambda g, progress=True: calls.append(g) or real(g, progress))
     resumed = run_sweep(sweep_cfgs(), cache, progress=False)
     assert [[c.depth for c in g] for g in calls] == [[1, 2]]
     assert without_timing(resumed) == without_timing(reference)
@@ -306,7 +309,7 @@ def test_runner_results_are_cached_as_they_arrive(tmp_path):
         for i, group in enumerate(groups):
             if i == 1:
                 raise KeyboardInterrupt
-            yield icl.sweep.train_finite(group, progress=False)
+            yield icl.running.sweep.train_finite(group, progress=False)
 
     cache = RunCache(tmp_path)
     with pytest.raises(KeyboardInterrupt):

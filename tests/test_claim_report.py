@@ -1,5 +1,5 @@
-"""icl.claim_report: which check a claim's row names as the one that decided it, and one label style."""
-from icl.claim_report import check_text, deciding, label
+"""icl.running.claim_report: which check a claim's row names as the one that decided it, and one label style."""
+from icl.running.claim_report import check_text, deciding, label
 
 
 def _record(checks: dict, status="partly reproduced", **more):
@@ -38,7 +38,7 @@ def test_every_cell_label_takes_one_style():
 
 
 def test_an_exponent_left_unread_is_said_so_in_what_a_check_reads():
-    from icl.claim_report import reads
+    from icl.running.claim_report import reads
 
     est = {"value": 0.72, "ci68": [0.6, 0.9], "ci95": [0.46, 1.09], "n_seeds": 5}
     numbers = [("k=4", "alpha (defensible fits)", est), ("k=8", "alpha (defensible fits)", "not read: all depths: floor at its bound")]

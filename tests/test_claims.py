@@ -57,7 +57,7 @@ def test_a_claim_judged_by_regime_records_each_verdict_and_where_it_holds():
 # --- checks that know their uncertainty ------------------------------------------------
 
 def est(lo, value, hi, n=5):
-    from icl.intervals import Estimate
+    from icl.analysis.intervals import Estimate
 
     return Estimate(value, (lo, hi), (lo, hi), n)
 

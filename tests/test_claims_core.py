@@ -1,16 +1,16 @@
 """Every claim names a core check, and that core can fail: on made-up numbers where the core is on
 the wrong side the claim is not reproduced, whatever its secondary checks say (docs/statistics.md). And the
-exponent a core reads covers every defensible fit, or is not read at all (icl.exponents)."""
+exponent a core reads covers every defensible fit, or is not read at all (icl.analysis.exponents)."""
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from icl import exponents
+from icl.analysis import exponents
 from icl.claims import difficult, easy, generalised, heads, mechanism, regimes
-from icl.estimates import estimate_columns, estimate_table
-from icl.intervals import Estimate
+from icl.analysis.estimates import estimate_columns, estimate_table
+from icl.analysis.intervals import Estimate
 
 
 def est(lo, value, hi, n=5):

@@ -1,15 +1,15 @@
 """The verdict rules of the easy-task notebooks (icl.claims.easy: C1, C6a, C2) on small synthetic
-tables whose answers are known, and the estimates they read (icl.estimates, icl.modes)."""
+tables whose answers are known, and the estimates they read (icl.analysis.estimates, icl.analysis.modes)."""
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from icl import estimates, modes
+from icl.analysis import estimates, modes
 from icl.claims import easy as rules
-from icl.estimates import estimate_columns
-from icl.intervals import Estimate
+from icl.analysis.estimates import estimate_columns
+from icl.analysis.intervals import Estimate
 
 NAN = (math.nan, math.nan)
 

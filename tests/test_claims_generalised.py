@@ -1,16 +1,16 @@
 """The verdict rules of the generalised-models notebook (icl.claims.generalised: C7, C8) on small
-synthetic tables whose answers are known, and the interval statistics they read (icl.estimates:
+synthetic tables whose answers are known, and the interval statistics they read (icl.analysis.estimates:
 depth_trend, last_doubling, context_update_estimates)."""
 import math
 
 import pandas as pd
 import pytest
 
-from icl import estimates
+from icl.analysis import estimates
 from icl.claims import generalised as rules
-from icl.estimates import estimate_columns
-from icl.intervals import Estimate
-from icl.tables import context_update_table
+from icl.analysis.estimates import estimate_columns
+from icl.analysis.intervals import Estimate
+from icl.analysis.tables import context_update_table
 
 
 def est(lo, value, hi, n=2):

@@ -1,13 +1,13 @@
 """Notebook 08's verdict rules (icl.claims.heads: R7, R8, R9) on made-up numbers whose answers are
 known: each core check can hold and can fail, an interval across its threshold is inconclusive;
-and the statistics they read (icl.heads_loops) on small synthetic sweeps."""
+and the statistics they read (icl.analysis.heads_loops) on small synthetic sweeps."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from icl import heads_loops as hl
+from icl.analysis import heads_loops as hl
 from icl.claims import heads as rules
-from icl.intervals import Estimate
+from icl.analysis.intervals import Estimate
 
 
 def est(lo, value, hi, n=5):

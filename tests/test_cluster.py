@@ -5,10 +5,10 @@ import json
 import pytest
 
 from conftest import tiny_config
-from icl.cache import RunCache
-from icl.cluster import job_parameters, submitit_runner
-from icl.config import ConfigError
-from icl.sweep import groups, run_sweep
+from icl.running.cache import RunCache
+from icl.running.cluster import job_parameters, submitit_runner
+from icl.core.config import ConfigError
+from icl.running.sweep import groups, run_sweep
 
 # Two groups (softmax depths 1 and 2 train together; linear is a group of its own).
 SWEEP = [tiny_config(model="softmax", depth=1), tiny_config(model="softmax", depth=2),
@@ -66,7 +66,7 @@ def test_job_parameters_layer_defaults_environment_and_arguments(monkeypatch):
 @pytest.mark.slow
 def test_sweep_command_submits_through_submitit(tmp_path):
     """`python -m icl sweep PARAMS --executor submitit-local` lands in the same run cache."""
-    from icl.cli import main
+    from icl.running.cli import main
 
     params = tmp_path / "sweep.yaml"
     params.write_text("model: linear\ntask: easy\ndim: 6\ncontext_length: 12\nbatch_size: 32\nsteps: 12\n"
@@ -81,7 +81,7 @@ def test_sweep_command_submits_through_submitit(tmp_path):
 
 def test_slurm_where_there_is_none_is_one_line_naming_the_local_executor(tmp_path, capsys, monkeypatch):
     """Was a 30-line RuntimeError from submitit ('Could not detect "srun"') after the cache lookups."""
-    from icl.cli import main
+    from icl.running.cli import main
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no srun here, whatever this machine has
     params = tmp_path / "sweep.yaml"

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from conftest import tiny_config
-from icl.config import ConfigError, RunConfig, coerce, field_names
+from icl.core.config import ConfigError, RunConfig, coerce, field_names
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -86,7 +86,7 @@ def test_config_is_frozen():
 
 
 def test_the_largest_seed_and_exponents_train():
-    from icl.train import train
+    from icl.core.train import train
 
     r = train(tiny_config(seed=2**32 - 1, input_exponent=10.0, task_exponent=-10.0, depth=2, steps=2), progress=False)
     assert math.isfinite(r["final_loss"])
@@ -97,7 +97,7 @@ def test_to_dict_is_dataclasses_asdict():
     Fields added later (LATER_FIELDS) appear only away from their defaults, so old keys stay."""
     import dataclasses
 
-    from icl.config import LATER_FIELDS
+    from icl.core.config import LATER_FIELDS
 
     for cfg in (tiny_config(model="linear", key_dim=3, track_modes=True),
                 tiny_config(model="softmax", key_dim=3, heads=2, tie_layers=True, lr_inverse_depth_exponent=0.5)):

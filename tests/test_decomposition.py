@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from icl.config import RunConfig
-from icl.decomposition import decompose
-from icl.train import train_group
+from icl.core.config import RunConfig
+from icl.core.decomposition import decompose
+from icl.core.train import train_group
 
 
 def correlated_predictors(B=4000, L=6, seed=0):

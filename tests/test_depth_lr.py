@@ -5,11 +5,11 @@ import copy
 import pytest
 import torch
 
-import icl.train as train_module
+import icl.core.train as train_module
 from conftest import tiny_config
-from icl.config import ConfigError, RunConfig
-from icl.reference import model_params
-from icl.train import lr_factor, model_lr, train_group
+from icl.core.config import ConfigError, RunConfig
+from icl.core.reference import model_params
+from icl.core.train import lr_factor, model_lr, train_group
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

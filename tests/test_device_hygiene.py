@@ -7,9 +7,9 @@ from pathlib import Path
 
 import torch
 
-import icl.train
+import icl.core.train
 from conftest import ROOT, tiny_config
-from icl.cache import RunCache, run_key
+from icl.running.cache import RunCache, run_key
 
 
 def test_auto_and_cpu_are_one_run_on_a_cpu_machine(tmp_path, monkeypatch):
@@ -18,7 +18,7 @@ def test_auto_and_cpu_are_one_run_on_a_cpu_machine(tmp_path, monkeypatch):
     assert run_key(auto) == run_key(cpu)
     # A run stored from `device: cpu` is found by `device: auto`, and the other way round.
     cache = RunCache(tmp_path)
-    result = icl.train.train(cpu, progress=False)
+    result = icl.core.train.train(cpu, progress=False)
     cache.store(cpu, result)
     same = lambda a, b: json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # NaN == NaN here
     assert same(cache.load(auto), result)
@@ -35,7 +35,7 @@ def test_a_gpu_run_has_its_own_key():
 
 
 def test_a_result_records_its_device_name_and_matmul_precision():
-    r = icl.train.train(tiny_config(), progress=False)
+    r = icl.core.train.train(tiny_config(), progress=False)
     assert r["device"] == "cpu" and isinstance(r["device_name"], str) and r["device_name"]
     assert r["matmul_precision"] == torch.get_float32_matmul_precision()
 

@@ -1,11 +1,11 @@
-"""icl.estimates: the numbers verdicts read, with intervals over seeds, on sweeps whose answer is known."""
+"""icl.analysis.estimates: the numbers verdicts read, with intervals over seeds, on sweeps whose answer is known."""
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from icl import estimates, tables
+from icl.analysis import estimates, tables
 
 DEPTHS = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from icl.reproduce import NOTEBOOKS
+from icl.running.reproduce import NOTEBOOKS
 
 ROOT = Path(__file__).resolve().parents[1]
 DRAWING = {"subplots", "figure", "savefig", "save_figure", "imshow"}  # calls that make or save a figure
@@ -79,7 +79,7 @@ def test_drawing_cells_are_found():
 TINY = """\
 # %%
 import matplotlib.pyplot as plt
-from icl import plots
+from icl.analysis import plots
 plots.style()
 
 # %%

@@ -10,18 +10,19 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY, read_only, writable_again
-from icl import notebook as nb
-from icl.cache import RunCache
-from icl.cli import main
-import icl.sweep as icl_sweep
-from icl.sweep import expand
+from icl.analysis import tables
+from icl.running import notebook as nb
+from icl.running.cache import RunCache
+from icl.running.cli import main
+import icl.running.sweep as icl_sweep
+from icl.running.sweep import expand
 
 pytestmark = pytest.mark.usefixtures("one_thread", "fallback_home")
 
 
 @pytest.fixture
 def fallback_home(tmp_path, monkeypatch):
-    """The fallback folders of a result that cannot be written (icl.files) inside tmp_path: the
+    """The fallback folders of a result that cannot be written (icl.running.files) inside tmp_path: the
     home's (tmp_path/home) and the temporary folder's (tmp_path/tmp)."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("XDG_STATE_HOME", raising=False)
@@ -48,14 +49,14 @@ def one_line(capsys) -> str:
 
 def test_an_unwritable_shard_folder_is_refused_before_training(tmp_path, capsys, monkeypatch):
     """Was a PermissionError traceback after training, with --json not written and the runs lost."""
-    import icl.sweep
+    import icl.running.sweep
 
     params = sweep_file(tmp_path, "depths: [1, 2]\n")
     cache = RunCache(tmp_path / "runs")
-    shard = cache.path(expand(icl.sweep.read_yaml(params))[1]).parent
+    shard = cache.path(expand(icl.running.sweep.read_yaml(params))[1]).parent
     shard.mkdir(parents=True)
     read_only(monkeypatch, shard)
-    monkeypatch.setattr(icl.sweep, "train_finite", lambda *a, **k: pytest.fail("training started"))
+    monkeypatch.setattr(icl.running.sweep, "train_finite", lambda *a, **k: pytest.fail("training started"))
     try:
         assert main(["sweep", str(params), "--cache", str(cache.root), "--json", str(tmp_path / "r.json"),
                      "--no-progress"]) == 2
@@ -95,8 +96,8 @@ def test_notebook_runs_without_a_cache_leave_no_temporary_folder(tmp_path, monke
 
 def test_the_memory_cache_checks_entries_as_the_disk_cache_does():
     from conftest import tiny_config
-    from icl.cache import MemoryCache
-    from icl.train import train
+    from icl.running.cache import MemoryCache
+    from icl.core.train import train
 
     cache, cfg = MemoryCache(), tiny_config()
     assert cache.load(cfg) is None
@@ -130,19 +131,19 @@ def test_a_diverging_run_loses_none_of_the_finished_runs_of_its_sweep(tmp_path, 
     assert [r["config"]["learning_rate"] for r in finished] == [0.01] * 4
     assert all(r["final_loss"] < r["initial_loss"] for r in finished)
     # The same numbers as a sweep that never had the diverging rate: the group trained again without it.
-    from icl.sweep import run_sweep
+    from icl.running.sweep import run_sweep
 
     alone = run_sweep(expand({**SWEEP, "depths": [1, 2], "seeds": [0, 1]}), RunCache(tmp_path / "alone"), progress=False)
     assert [r["final_loss"] for r in finished] == [r["final_loss"] for r in alone]
 
 
 def test_a_rerun_trains_nothing_again_unless_asked(tmp_path, capsys, monkeypatch):
-    import icl.sweep
+    import icl.running.sweep
 
     params, cache = sweep_file(tmp_path, DIVERGING), str(tmp_path / "runs")
     assert main(["sweep", str(params), "--cache", cache, "--no-progress"]) == 1
-    real, passes = icl.sweep.train_finite, []
-    monkeypatch.setattr(icl.sweep, "train_finite", lambda g, progress=True: passes.append(len(g)) or real(g, progress))
+    real, passes = icl.running.sweep.train_finite, []
+    monkeypatch.setattr(icl.running.sweep, "train_finite", lambda g, progress=True: passes.append(len(g)) or real(g, progress))
     assert main(["sweep", str(params), "--cache", cache, "--no-progress"]) == 1
     assert passes == []  # neither the finished runs nor the diverged ones
     assert main(["sweep", str(params), "--cache", cache, "--no-progress", "--retry-diverged"]) == 1
@@ -152,14 +153,14 @@ def test_a_rerun_trains_nothing_again_unless_asked(tmp_path, capsys, monkeypatch
 
 def test_the_cache_takes_a_diverged_record_and_checks_it(tmp_path, capsys):
     from conftest import tiny_config
-    from icl.train import diverged_record
+    from icl.core.train import diverged_record
 
     cache, cfg = RunCache(tmp_path), tiny_config(learning_rate=1e30)
     path = cache.store(cfg, diverged_record(cfg, 3))
     assert cache.load(cfg)["diverged_step"] == 3 and RunCache(tmp_path, retry_diverged=True).load(cfg) is None
     entry = json.loads(path.read_text())
     entry["result"]["diverged_step"] = "soon"
-    from icl.cache import _digest
+    from icl.running.cache import _digest
 
     entry["checksum"] = _digest(entry["result"])
     path.write_text(json.dumps(entry))
@@ -176,7 +177,7 @@ def test_a_notebook_leaves_a_diverged_run_out_and_names_it(tmp_path, capsys, mon
     assert [(r["config"]["depth"], r["config"]["learning_rate"]) for r in runs] == [(1, 0.01), (2, 0.01)]
     left_out = [line for line in capsys.readouterr().err.splitlines() if line.startswith("left out:")]
     assert len(left_out) == 2 and all("learning_rate 1e+30" in line for line in left_out)
-    frame = nb.losses_frame(runs)
+    frame = tables.losses_frame(runs)
     assert len(frame) == 2 and frame.loss.notna().all()
 
 
@@ -258,7 +259,7 @@ def test_a_json_larger_than_the_free_space_is_refused_before_training(full_disk,
 
 
 def test_where_no_fallback_folder_takes_it_the_json_goes_to_standard_output(tmp_path, capsys, monkeypatch):
-    from icl import files
+    from icl.running import files
 
     monkeypatch.setattr(files, "fallback_folders", lambda: [(tmp_path / "a_file" / "x", "nowhere")])
     (tmp_path / "a_file").write_text("")
@@ -270,8 +271,8 @@ def test_where_no_fallback_folder_takes_it_the_json_goes_to_standard_output(tmp_
 def test_the_json_size_bound_holds_for_every_model():
     """files.json_bytes bounds what --json writes (and, ten times over, what a cache entry may hold)."""
     from conftest import MODELS, tiny_config
-    from icl.files import json_bytes
-    from icl.train import train
+    from icl.running.files import json_bytes
+    from icl.core.train import train
 
     for model in MODELS:
         cfg = tiny_config(model=model, track_modes=True, track_focus=True, depth=3)

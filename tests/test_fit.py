@@ -3,8 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from icl.fit import FitError, fit_power_law, fit_shared_error_gap
-from icl.tables import seed_means
+from icl.analysis.fit import FitError, fit_power_law, fit_shared_error_gap
+from icl.analysis.tables import seed_means
 
 ALPHA, FLOOR, C = 0.9, 0.15, 0.6
 

@@ -1,15 +1,15 @@
 """The fast generalised models (context_updates, shared_stream) against their first, per-model
-loop implementation (icl.looped): the attention they report, the context scalars' gradients
+loop implementation (icl.core.looped): the attention they report, the context scalars' gradients
 over repeated steps, and the workspace they keep for the backward pass. Their losses, per-layer
 predictors and gradients are checked against the plain algebra in tests/test_reference.py."""
 import pytest
 import torch
 
 from conftest import tiny_batch, tiny_config
-from icl.looped import LOOPED
-from icl.models import build, stack_order
-from icl.reference import FLOOR
-from icl.tasks import Batch
+from icl.core.looped import LOOPED
+from icl.core.models import build, stack_order
+from icl.core.reference import FLOOR
+from icl.core.tasks import Batch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import icl.reproduce as rep
-from icl.cli import main
+import icl.running.reproduce as rep
+from icl.running.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "02_easy_nonlinear"  # the cheapest notebook at the ci profile
@@ -97,7 +97,7 @@ def test_kill_9_of_golden_leaves_the_golden_byte_identical_and_no_connection_fil
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    time.sleep(1)  # the kernel dies with it (icl.processes)
+    time.sleep(1)  # the kernel dies with it (icl.running.processes)
     assert golden.read_bytes() == before
     assert not list(tmp.rglob("*.json")), sorted(p.name for p in tmp.rglob("*"))
     assert not (clone / "outputs" / "ci" / NAME).exists()  # nothing published

@@ -8,11 +8,11 @@ import pytest
 import torch
 import yaml
 
-import icl.train
+import icl.core.train
 import simdevice
 from conftest import MODELS, TINY, tiny_config
-from icl.cli import main
-from icl.train import DivergenceError
+from icl.running.cli import main
+from icl.core.train import DivergenceError
 from simdevice import NAME, simulate
 
 ON_DEVICE = {**TINY, "device": "cuda", "steps": 8, "eval_points": 2}
@@ -54,7 +54,7 @@ VARIANTS = [(m, {}) for m in MODELS] + [
                          ",".join(f"{k}={x}" for k, x in v.items()) or "plain")
 def test_every_model_trains_on_a_device_without_host_round_trips(model, changes):
     with simulate() as watch:
-        results = icl.train.train_group(group(model, **changes), progress=False)
+        results = icl.core.train.train_group(group(model, **changes), progress=False)
     assert [r["device"] for r in results] == [NAME] * 2
     assert all(r["final_loss"] > 0 for r in results)
     if model in ("softmax", "untied_values"):  # the rank-limited summary (subspaces.coverage_error) ran
@@ -67,14 +67,14 @@ def test_a_divergence_in_the_final_evaluation_on_a_device_is_a_divergence_error(
     # One step at a huge rate: the step's loss is finite, the update is not, so the final
     # evaluation is where it shows (the path that names the models from the evaluation's losses).
     with simulate(), pytest.raises(DivergenceError, match="final evaluation") as err:
-        icl.train.train_group([tiny_config(**{**ON_DEVICE, "model": model, "depth": L, "steps": 1, "learning_rate": 1e30})
+        icl.core.train.train_group([tiny_config(**{**ON_DEVICE, "model": model, "depth": L, "steps": 1, "learning_rate": 1e30})
                                for L in (1, 2)], progress=False)
     assert sorted(err.value.models) == [0, 1] and err.value.step is None
 
 
 def test_a_divergence_along_training_on_a_device_names_its_step():
     with simulate(), pytest.raises(DivergenceError, match=r"at step \d+"):
-        icl.train.train_group([tiny_config(**{**ON_DEVICE, "model": "linear", "depth": 2, "steps": 40,
+        icl.core.train.train_group([tiny_config(**{**ON_DEVICE, "model": "linear", "depth": 2, "steps": 40,
                                                "learning_rate": 1e6, "schedule": "constant"})], progress=False)
 
 

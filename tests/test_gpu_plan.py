@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from conftest import tiny_config
-from icl import gpu_plan
-from icl.cli import main
+from icl.running import gpu_plan
+from icl.running.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -35,7 +35,7 @@ def test_a_step_costs_the_larger_of_its_fixed_cost_and_its_arithmetic(monkeypatc
 def test_the_rotations_cost_their_batched_kernels_not_one_qr_per_matrix():
     # A step counted on the CPU (LAPACK's QR: 3 operations) is planned with the device's rotations:
     # about 15 batched kernels, the same at any batch size; nothing is charged per matrix.
-    from icl.tasks import cholesky_orthogonal_factor, orthogonal_factor
+    from icl.core.tasks import cholesky_orthogonal_factor, orthogonal_factor
 
     g = torch.eye(4).repeat(2, 1, 1)
     assert 10 <= gpu_plan.operations(lambda: cholesky_orthogonal_factor(g)) <= 20
@@ -46,10 +46,10 @@ def test_the_rotations_cost_their_batched_kernels_not_one_qr_per_matrix():
 
 
 def test_the_plan_of_a_gpu_prints_on_a_machine_without_one(capsys, monkeypatch):
-    import icl.train
+    import icl.core.train
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(icl.train, "train_group", lambda *a, **k: pytest.fail("the plan trained"))
+    monkeypatch.setattr(icl.core.train, "train_group", lambda *a, **k: pytest.fail("the plan trained"))
     assert main(["reproduce", "--profile", "ci", "--plan", "--device", "cuda", "--only", "02_easy_nonlinear"]) == 0
     err = capsys.readouterr().err
     assert "on one H100-class GPU (planned on paper, not measured)" in err and "kernel launches" in err, err

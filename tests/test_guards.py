@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from icl import notebook as nb
-from icl import plan
-from icl import reproduce as rep
-from icl.config import ConfigError, RunConfig
-from icl.sweep import expand
+from icl.running import notebook as nb
+from icl.running import plan
+from icl.running import reproduce as rep
+from icl.core.config import ConfigError, RunConfig
+from icl.running.sweep import expand
 
 ROOT = Path(__file__).resolve().parents[1]
 HINT = "did you mean 'input_exponent'?"

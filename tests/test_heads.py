@@ -1,6 +1,6 @@
-"""Multi-head layers and looped stacks (notebook 08, icl/heads.py): with one head and untied layers
+"""Multi-head layers and looped stacks (notebook 08, icl/core/heads.py): with one head and untied layers
 every model is today's to the last bit; with several heads or tied layers every fast path computes
-the plain algebra of icl.reference; and what the mechanism says of the controlled model holds
+the plain algebra of icl.core.reference; and what the mechanism says of the controlled model holds
 exactly: a layer of h heads is h layers, a looped stack is its one layer."""
 import hashlib
 import json
@@ -10,13 +10,13 @@ import torch
 
 from conftest import built, tiny_batch, tiny_config
 from heads_pins import case, fingerprint, losses
-from icl import native
-from icl.bench import perturbed
-from icl.cache import run_key
-from icl.config import ConfigError, RunConfig
-from icl.models import build, stack_order
-from icl.reference import FACTOR, FLOOR, agreement, agrees
-from icl.train import train, train_group
+from icl.core import native
+from icl.running.bench import perturbed
+from icl.running.cache import run_key
+from icl.core.config import ConfigError, RunConfig
+from icl.core.models import build, stack_order
+from icl.core.reference import FACTOR, FLOOR, agreement, agrees
+from icl.core.train import train, train_group
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -157,10 +157,10 @@ def test_impossible_heads_and_loops_are_config_errors_in_one_line(changes, messa
 
 
 def test_the_estimates_count_heads_and_looped_layers():
-    """icl.memory and icl.workload: h heads are h times the attention, a looped stack has one
+    """icl.core.memory and icl.running.workload: h heads are h times the attention, a looped stack has one
     layer's parameters per model; a multi-head shared stream trains without its C kernel."""
-    from icl.memory import estimate_bytes, step_floats
-    from icl.native import in_use
+    from icl.core.memory import estimate_bytes, step_floats
+    from icl.core.native import in_use
 
     for model in ("softmax", "shared_stream"):
         cfg = RunConfig(model=model, dim=16, key_dim=4, context_length=64, batch_size=64, eval_contexts=64)

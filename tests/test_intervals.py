@@ -1,4 +1,4 @@
-"""Bootstrap intervals over seeds (icl.intervals): they cover what they should, resample paired
+"""Bootstrap intervals over seeds (icl.analysis.intervals): they cover what they should, resample paired
 sweeps together, and say when there is nothing to resample."""
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from icl.intervals import Estimate, over_seeds, seed_matrix
+from icl.analysis.intervals import Estimate, over_seeds, seed_matrix
 
 
 def test_the_95_interval_of_a_mean_covers_the_truth_about_as_often_as_it_says():
@@ -52,8 +52,8 @@ def test_seed_matrix_keeps_the_seeds_that_have_every_depth():
 
 
 def test_a_notebooks_resample_count_is_drawn_by_every_later_interval():
-    from icl import intervals
-    from icl.config import ConfigError
+    from icl.analysis import intervals
+    from icl.core.config import ConfigError
 
     calls = []
     try:

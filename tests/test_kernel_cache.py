@@ -1,4 +1,4 @@
-"""The C kernels' cache (icl.native): a failed build is remembered only for the compiler and flags
+"""The C kernels' cache (icl.core.native): a failed build is remembered only for the compiler and flags
 that failed, the slow path is said once with its reason and cost, and an empty ICL_KERNEL_CACHE
 is the default folder. Every cache lives in tmp_path."""
 import ctypes
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from icl import native
+from icl.core import native
 
 ROOT = Path(__file__).resolve().parents[1]
 FALSE = "/bin/false"  # a compiler that runs and fails
@@ -46,7 +46,7 @@ def in_a_fresh_process(code: str, env: dict, cwd: Path) -> subprocess.CompletedP
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=cwd)
 
 
-TRAIN = ("from icl.config import RunConfig; from icl.train import train_group; "
+TRAIN = ("from icl.core.config import RunConfig; from icl.core.train import train_group; "
          "train_group([RunConfig(depth=L, dim=8, context_length=16, steps=3, batch_size=8, eval_contexts=16, "
          "eval_points=1, device='cpu') for L in (1, 2)], progress=False)")
 
@@ -74,7 +74,7 @@ def test_an_empty_kernel_cache_setting_means_the_default_folder(tmp_path):
     name it made, and left the .so files there."""
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
-    done = in_a_fresh_process("from icl import native; print(native.library('sampling') is not None)",
+    done = in_a_fresh_process("from icl.core import native; print(native.library('sampling') is not None)",
                               {"ICL_KERNEL_CACHE": "", "HOME": str(home)}, work)
     assert done.stdout.strip() == "True", done.stderr
     assert list(work.iterdir()) == []

@@ -17,7 +17,7 @@ import pytest
 from jupyter_server.serverapp import ServerApp
 from traitlets.config.loader import JSONFileConfigLoader
 
-from icl import lab
+from icl.running import lab
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "01_easy_linear"
@@ -27,7 +27,7 @@ def install_settings(venv: Path) -> None:
     """Run the lab-settings line of `make -n install` for a fresh venv, with this interpreter."""
     recipe = subprocess.run(["make", "-n", "install", f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True,
                             check=True).stdout.splitlines()
-    steps = [shlex.split(line) for line in recipe if "-m icl.lab" in line]
+    steps = [shlex.split(line) for line in recipe if "-m icl.running.lab" in line]
     assert len(steps) == 1, "make install writes no JupyterLab settings:\n" + "\n".join(recipe)
     assert steps[0][0] == f"{venv}/bin/python", steps[0]
     subprocess.run([sys.executable, *steps[0][1:]], cwd=ROOT, check=True, capture_output=True)
@@ -63,7 +63,7 @@ def test_make_install_makes_python_files_open_as_notebooks(tmp_path):
     overrides = json.loads((venv / "etc/jupyter/labconfig/default_setting_overrides.json").read_text())
     assert overrides["@jupyterlab/docmanager-extension:plugin"]["defaultViewers"]["python"] == "Jupytext Notebook"
     assert overrides["@jupyterlab/apputils-extension:notification"] == {"fetchNews": "false", "checkForUpdates": False}
-    assert server_config(venv).ContentsManager.pre_save_hook == "icl.lab.pre_save_hook"
+    assert server_config(venv).ContentsManager.pre_save_hook == "icl.running.lab.pre_save_hook"
 
 
 def test_strip_outputs_leaves_the_cells_and_nothing_a_run_added():

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from conftest import PEAK_PROBE, live_memory_env
-from icl.config import ConfigError, RunConfig
-from icl.memory import GIB, check_fits, estimate_bytes
+from icl.core.config import ConfigError, RunConfig
+from icl.core.memory import GIB, check_fits, estimate_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = PEAK_PROBE + """
-from icl.config import RunConfig
-from icl.train import train_group
+from icl.core.config import RunConfig
+from icl.core.train import train_group
 
 cfg, depths = RunConfig(**json.loads(sys.argv[1])), json.loads(sys.argv[2])
 train_group([RunConfig(model=cfg.model, dim=4, context_length=8, steps=2, batch_size=8, eval_contexts=8,
@@ -103,13 +103,13 @@ def million_run_sweep(tmp_path: Path, steps: int = 2000) -> Path:
 def sweep_on_a_machine_of(gib: int, tmp_path, monkeypatch, capsys, most_models: int, steps: int = 2000) -> list[str]:
     """`icl sweep` of million_run_sweep where memory_limit is `gib`, failing the test if a group of
     more than `most_models` models is built; its standard error."""
-    import icl.models
-    from icl import memory
-    from icl.cli import main
+    import icl.core.models
+    from icl.core import memory
+    from icl.running.cli import main
 
-    build = icl.models.build
+    build = icl.core.models.build
     monkeypatch.setattr(memory, "memory_limit", lambda device: (gib * GIB, "the machine's RAM"))
-    monkeypatch.setattr(icl.models, "build", lambda cfg, depths: pytest.fail(f"{len(depths)} models built")
+    monkeypatch.setattr(icl.core.models, "build", lambda cfg, depths: pytest.fail(f"{len(depths)} models built")
                         if len(depths) > most_models else build(cfg, depths))
     monkeypatch.chdir(tmp_path)
     assert main(["sweep", str(million_run_sweep(tmp_path, steps)), "--cache", str(tmp_path / "runs")]) == 2

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from conftest import ENSEMBLES, MODELS, built, tiny_batch, tiny_config
-from icl.models import build, stack_order
-from icl.reference import FLOOR, model_params
-from icl.tasks import Batch
-from icl.train import train, train_group
+from icl.core.models import build, stack_order
+from icl.core.reference import FLOOR, model_params
+from icl.core.tasks import Batch
+from icl.core.train import train, train_group
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -1,4 +1,4 @@
-"""The mode-wise readings of trained linear models (icl.modes, notebook 01): learning order,
+"""The mode-wise readings of trained linear models (icl.analysis.modes, notebook 01): learning order,
 convergence depths, and the A.1 polynomial evaluated per mode, each against a case whose answer
 is known."""
 import dataclasses
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from icl.config import RunConfig
-from icl.models import build
-from icl.modes import (collapse_spread, effective_polynomial, half_fall_steps, learning_order, mode_gains, polynomial_of,
+from icl.core.config import RunConfig
+from icl.core.models import build
+from icl.analysis.modes import (collapse_spread, effective_polynomial, half_fall_steps, learning_order, mode_gains, polynomial_of,
                        polynomial_predictions, trained_convergence_depths)
-from icl.tasks import Batch, make_generator, sample_batch
+from icl.core.tasks import Batch, make_generator, sample_batch
 
 
 def test_learning_order_signs_and_never_fallen_modes():

@@ -1,4 +1,4 @@
-"""icl.native's C kernels: bit for bit the same results with 1 and 2 threads (by construction: a
+"""icl.core.native's C kernels: bit for bit the same results with 1 and 2 threads (by construction: a
 fixed split of the contexts into blocks and a fixed order of the blocks' sums); where they run
 and where they fall back; the portable build; the sampler against torch's arithmetic on the
 same draws; the run-cache key. That every kernel computes the plain algebra is
@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from icl import native
-from icl.bench import perturbed
-from icl.config import RunConfig
-from icl.models import build, stack_order
-from icl.reference import FACTOR, FLOOR, agreement, agrees
-from icl.tasks import Draws, make_generator, sample_batch
+from icl.core import native
+from icl.running.bench import perturbed
+from icl.core.config import RunConfig
+from icl.core.models import build, stack_order
+from icl.core.reference import FACTOR, FLOOR, agreement, agrees
+from icl.core.tasks import Draws, make_generator, sample_batch
 
 KERNELS = ("softmax_ensemble", "context_updates", "shared_stream", "sampling")
 pytestmark = pytest.mark.skipif(any(native.library(n) is None for n in KERNELS),
@@ -67,7 +67,7 @@ def same(a, b) -> bool:
 def test_threads_split_the_contexts_without_changing_the_result(model, on_torch_threads, monkeypatch):
     """Every kernel call of a training step (sampling, forward, backward, the blocks' sums), made
     again with the same inputs on 2 threads, gives the same bits as on 1, whether the libraries
-    split their work on torch's OpenMP threads or icl.native splits it among Python threads (the
+    split their work on torch's OpenMP threads or icl.core.native splits it among Python threads (the
     path of a build without OpenMP). (The step as a whole also runs torch's own products between
     the calls, which may round otherwise with other thread counts: those agree with the plain
     algebra, test_the_kernels_agree_on_two_threads.)"""
@@ -174,7 +174,7 @@ def test_without_a_compiler_the_library_is_none_and_the_models_fall_back(tmp_pat
 
 
 def test_the_run_cache_key_says_which_kernels_trained_it(monkeypatch):
-    from icl.cache import run_key
+    from icl.running.cache import run_key
 
     for model in ("softmax", "context_updates", "linear"):
         cfg = RunConfig(model=model, context_length=16, dim=8, key_dim=2)
@@ -236,7 +236,7 @@ def test_the_sampler_computes_what_torch_computes_from_the_same_draws(task, chan
 def previous_sample_batch(cfg, n, gen):
     """sample_batch as it was before the sampler (every draw and operation in its order; the draws
     float64 rounded to float32, tasks.gaussian), to check that the torch path still computes exactly that."""
-    from icl.tasks import _project, gaussian, haar_rotations, power_spectrum, top_k_weights
+    from icl.core.tasks import _project, gaussian, haar_rotations, power_spectrum, top_k_weights
 
     d, P = cfg.dim, cfg.context_length
     lam, omega = power_spectrum(d, cfg.input_exponent), power_spectrum(d, cfg.task_exponent)
@@ -264,7 +264,7 @@ def test_the_sampler_draws_what_torch_draws(monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(before, (batch.x, batch.y, batch.xq, batch.weights, batch.rotation, batch.teacher)))
 
 
-LOAD = ("from icl import native; lib = native.library('context_updates'); "
+LOAD = ("from icl.core import native; lib = native.library('context_updates'); "
         "print(lib is not None and hasattr(lib, 'cu_forward') and hasattr(lib, 'cu_backward'))")
 
 
@@ -278,7 +278,7 @@ def load_in_a_fresh_process(cache: Path) -> subprocess.CompletedProcess:
 def built_kernels(tmp_path_factory) -> Path:
     """Both kernels built once into a kernel cache of this module's own."""
     cache = tmp_path_factory.mktemp("kernels")
-    subprocess.run([sys.executable, "-c", "from icl import native; native.library('context_updates'); "
+    subprocess.run([sys.executable, "-c", "from icl.core import native; native.library('context_updates'); "
                     "native.library('shared_stream')"], check=True, timeout=300, env={**os.environ, "ICL_KERNEL_CACHE": str(cache)})
     return cache
 

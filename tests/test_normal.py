@@ -1,4 +1,4 @@
-"""icl/kernels/normal.c draws numpy's float32 standard normals, bit for bit: its tables are numpy's,
+"""icl/core/kernels/normal.c draws numpy's float32 standard normals, bit for bit: its tables are numpy's,
 its draws are numpy's for any seed and length, and tasks.gaussian gives the same numbers with and
 without it."""
 import shutil
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from icl import native, tasks
+from icl.core import native, tasks
 
 pytestmark = pytest.mark.skipif(native.library("normal") is None, reason="no C compiler for the kernels")
 

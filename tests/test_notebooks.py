@@ -12,7 +12,7 @@ import jupytext
 import nbformat
 import pytest
 
-from icl.reproduce import NOTEBOOKS
+from icl.running.reproduce import NOTEBOOKS
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "notebooks").glob("*.py"))

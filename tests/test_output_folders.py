@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import icl.reproduce as rep
-from icl import paths, staging
-from icl.cli import main
+import icl.running.reproduce as rep
+from icl.running import paths, staging
+from icl.running.cli import main
 
 
 def files(folder: Path) -> dict[str, bytes]:

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from icl import notebook as nb
-from icl import paths
-from icl.cli import main
+from icl.running import notebook as nb
+from icl.running import paths
+from icl.running.cli import main
 
 
 def files(folder: Path) -> dict[str, str]:
@@ -89,7 +89,7 @@ def test_remove_own_removes_only_what_icl_made(tmp_path):
 
 
 def test_a_path_is_shown_relative_to_the_repository_only_when_it_lies_inside(tmp_path):
-    from icl.paths import shown
+    from icl.running.paths import shown
 
     root = tmp_path / "repo"
     (root / "outputs").mkdir(parents=True)

@@ -4,17 +4,17 @@ import json
 
 import pytest
 
-from icl import plan
-from icl import reproduce as rep
-from icl.cli import main
+from icl.running import plan
+from icl.running import reproduce as rep
+from icl.running.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_plan_lists_every_notebook_without_training(capsys, monkeypatch, tmp_path):
-    import icl.train
+    import icl.core.train
 
-    monkeypatch.setattr(icl.train, "train_group", lambda *a, **k: pytest.fail("the plan trained"))
+    monkeypatch.setattr(icl.core.train, "train_group", lambda *a, **k: pytest.fail("the plan trained"))
     assert main(["reproduce", "--profile", "ci", "--plan"]) == 0
     err = capsys.readouterr().err
     for name in rep.NOTEBOOKS:
@@ -35,9 +35,9 @@ def test_the_plan_counts_the_notebooks_own_runs():
 
 
 def test_a_plan_whose_largest_group_cannot_fit_is_refused(capsys, monkeypatch):
-    import icl.memory
+    import icl.core.memory
 
-    monkeypatch.setattr(icl.memory, "memory_limit", lambda device: (1024, "a tiny device"))
+    monkeypatch.setattr(icl.core.memory, "memory_limit", lambda device: (1024, "a tiny device"))
     assert main(["reproduce", "--profile", "ci", "--plan", "--only", "03_difficult"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "03_difficult" in err and "a tiny device" in err

@@ -1,6 +1,6 @@
-"""icl.plots: figures that draw whatever numbers a run gives, and that a referee can read: every
+"""icl.analysis.plots: figures that draw whatever numbers a run gives, and that a referee can read: every
 text at 8 pt or more, every panel labelled, every kind of line or marker named in a legend, PNGs
-at 200 dpi or more (icl.plot_audit's checks, on figures built as the notebooks build them)."""
+at 200 dpi or more (icl.analysis.plot_audit's checks, on figures built as the notebooks build them)."""
 from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from icl import notebook, plot_audit, plots
+from icl.running import notebook
+
+from icl.analysis import plot_audit, plots
 
 
 @pytest.fixture(autouse=True)
@@ -97,7 +99,7 @@ def test_the_audit_sends_back_what_a_referee_would():
     a.errorbar([1, 2, 4], [0.3, 0.2, 0.15], yerr=0.01, fmt="o", label="trained")
     a.set(xlabel="depth L", ylabel="R_L")
     a.axhline(0.2, ls="-.", color="k")  # an unnamed reference line
-    a.plot([16], [0.2], "o", ms=9, mfc="none", color="k")  # a ring drawn without a label, as icl.plots once did
+    a.plot([16], [0.2], "o", ms=9, mfc="none", color="k")  # a ring drawn without a label, as icl.analysis.plots once did
     a.legend(fontsize=5)
     b.plot([1, 2], [1, 2])  # no labels
     problems = "\n".join(plot_audit.figure_problems(fig))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from icl import processes
+from icl.running import processes
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
 
@@ -53,7 +53,7 @@ def test_the_lock_waits_for_a_dead_holders_processes_and_refuses_while_one_lives
     """The lock (an flock) was released the moment its holder died, its workers still running."""
     staging = tmp_path / "outputs" / "ci" / ".staging"
     processes.hold_lock(staging, "test").close()
-    survivor = subprocess.Popen([sys.executable, "-c", f"from icl import processes; from pathlib import Path; "
+    survivor = subprocess.Popen([sys.executable, "-c", f"from icl.running import processes; from pathlib import Path; "
                                  f"processes.register(Path({str(staging / '.processes')!r}), 'worker'); "
                                  "import time; time.sleep(60)"])
     try:
@@ -75,25 +75,25 @@ def test_a_reused_pid_is_not_a_survivor(tmp_path):
 
 
 def test_a_child_whose_parent_died_before_it_asked_exits():
-    code = "import os; from icl import processes; processes.die_with_parent(os.getppid() + 1); print('alive')"
+    code = "import os; from icl.analysis import parallel; parallel.die_with_parent(os.getppid() + 1); print('alive')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "alive" not in out.stdout
 
 
 @pytest.mark.slow
 def test_the_fit_workers_die_with_the_process_that_forked_them(tmp_path):
-    """Notebook 05's kernel shares its bootstrap fits among forked workers (estimates.in_processes).
+    """Notebook 05's kernel shares its bootstrap fits among forked workers (parallel.in_processes).
     Killed with its reproduction, it left them orphaned, waiting forever (seen in a timed-out
     paper-profile smoke run); they now die with it."""
     pids = tmp_path / "pids"
     code = f"""
 import os, time
-from icl import estimates
+from icl.analysis import parallel
 def work(i):
     with open({str(pids)!r}, "a") as f:
         f.write(f"{{os.getpid()}}\\n")
     time.sleep(600)
-estimates.in_processes(work, [(0,), (1,)], 2)
+parallel.in_processes(work, [(0,), (1,)], 2)
 """
     parent, workers = subprocess.Popen([sys.executable, "-c", code]), []
     try:

@@ -1,18 +1,18 @@
-"""Every fast path against the plain algebra of icl.reference: the batched torch stacks (contexts
+"""Every fast path against the plain algebra of icl.core.reference: the batched torch stacks (contexts
 of any length, ICL_NATIVE=0) and the C kernels (on the CPU: contexts of a multiple of 16 tokens
 for context_updates and shared_stream, any for the controlled model), their losses, per-layer
 predictors and the gradient of every parameter, within reference.FACTOR of the plain float32
-algebra's own rounding (see icl/reference.py for why that yardstick); and the reference itself
+algebra's own rounding (see icl/core/reference.py for why that yardstick); and the reference itself
 against what it must be (masks, the ensemble view, hand computations)."""
 import pytest
 import torch
 
 from conftest import MODELS, tiny_batch, tiny_config
-from icl import native
-from icl.bench import perturbed
-from icl.looped import LOOPED
-from icl.models import build, stack_order
-from icl.reference import FACTOR, agreement, agrees, attention, plain_model
+from icl.core import native
+from icl.running.bench import perturbed
+from icl.core.looped import LOOPED
+from icl.core.models import build, stack_order
+from icl.core.reference import FACTOR, agreement, agrees, attention, plain_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -60,7 +60,7 @@ def test_the_kernels_compute_the_plain_algebra(model, shape, monkeypatch):
 @pytest.mark.parametrize("model", list(LOOPED))
 @pytest.mark.parametrize("scale", ["inverse_depth", "unit"])
 def test_the_first_implementations_compute_the_plain_algebra(model, scale):
-    """icl.looped is what the bench times the generalised models against: it must do the same work."""
+    """icl.core.looped is what the bench times the generalised models against: it must do the same work."""
     cfg = tiny_config(model=model, residual_scale=scale, key_dim=3, batch_size=16)
     fast = perturbed(build(cfg, stack_order(model, [3, 1, 2])), 1)
     looped = LOOPED[model](cfg, fast.depths)
@@ -70,7 +70,7 @@ def test_the_first_implementations_compute_the_plain_algebra(model, scale):
 
 def test_a_wrong_path_is_caught(monkeypatch):
     """The check can fail: a query that also reads itself gives other losses and gradients."""
-    import icl.reference as ref
+    import icl.core.reference as ref
 
     cfg = tiny_config(model="softmax", batch_size=16)
     stack = perturbed(build(cfg, [2, 1]), 1)

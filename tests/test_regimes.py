@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from icl.regimes import Cell, map_slices, regime_table, unique_cells
+from icl.analysis.regimes import Cell, map_slices, regime_table, unique_cells
 
 
 def test_slices_cover_the_three_axes_and_cells_are_listed_once():

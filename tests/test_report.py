@@ -1,7 +1,7 @@
 """REPORT.md and claims.json are assembled from the notebooks' results.json files."""
 import json
 
-from icl.reproduce import write_report
+from icl.running.reproduce import write_report
 
 
 def claim(cid, figure):
@@ -54,7 +54,7 @@ def test_a_ci_report_says_first_that_its_verdicts_only_test_the_pipeline(tmp_pat
 def test_executed_notebooks_carry_no_absolute_paths(tmp_path):
     import nbformat
 
-    from icl.reproduce import relative_paths
+    from icl.running.reproduce import relative_paths
 
     nb = nbformat.v4.new_notebook()
     nb.metadata["papermill"] = {"input_path": str(tmp_path / "notebooks" / "a.ipynb"),
@@ -69,7 +69,7 @@ def test_executed_notebooks_carry_no_absolute_paths(tmp_path):
 def test_executed_notebooks_carry_no_timestamps_or_random_ids(tmp_path):
     import nbformat
 
-    from icl.reproduce import relative_paths
+    from icl.running.reproduce import relative_paths
 
     nb = nbformat.v4.new_notebook()
     nb.metadata["papermill"] = {"start_time": "2026-11-29T23:42:37", "end_time": "x", "duration": 6.8, "version": "2.7.0"}
@@ -90,7 +90,7 @@ def test_executed_notebooks_carry_no_timestamps_or_random_ids(tmp_path):
 
 
 def test_a_docs_page_in_the_report_keeps_its_links_working_from_outputs(tmp_path):
-    from icl.report import included
+    from icl.running.report import included
 
     page = tmp_path / "limits.md"
     page.write_text("# Title\n\nSee [a](training_protocol.md), [b](../outputs/REPORT.md), [c](https://x.org).\n")
@@ -101,10 +101,10 @@ def test_a_docs_page_in_the_report_keeps_its_links_working_from_outputs(tmp_path
 
 
 def test_icl_report_rewrites_the_report_from_results_on_disk_running_nothing(tmp_path, monkeypatch, capsys):
-    from icl.cli import main
+    from icl.running.cli import main
 
     (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "icl").mkdir()  # what icl.paths.repo_root looks for
+    (tmp_path / "icl").mkdir()  # what icl.running.paths.repo_root looks for
     base = tmp_path / "outputs" / "ci" / "03_difficult"
     base.mkdir(parents=True)
     (base / "results.json").write_text(json.dumps({"claims": [claim("C4", "outputs/ci/03_difficult/a.png")]}))
@@ -137,7 +137,7 @@ def test_an_unreadable_results_json_costs_its_claims_not_the_report(tmp_path):
 def test_icl_report_names_and_rebuilds_an_unreadable_timings_json(tmp_path, monkeypatch, capsys):
     """`icl report` read timings.json as it was: merge-conflict markers in it raised
     JSONDecodeError, and no report was written."""
-    from icl import report
+    from icl.running import report
 
     base = tmp_path / "outputs" / "ci"
     (base / "01_easy_linear").mkdir(parents=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
-from icl.markdown import MAX_CELL
-from icl.reproduce import write_report
+from icl.running.markdown import MAX_CELL
+from icl.running.reproduce import write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 # The renderer's own splitter of a table row into cells (`\|` is a literal pipe, `|` ends a cell).

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import icl.paths as paths_module
-import icl.reproduce as rep
-from icl.cli import main
+import icl.running.paths as paths_module
+import icl.running.reproduce as rep
+from icl.running.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -211,12 +211,12 @@ def test_report_marks_a_notebook_whose_last_run_failed(tmp_path):
 
 
 def test_golden_and_reproduce_are_commands_of_their_modules():
-    import icl.golden
-    from icl.cli import COMMANDS, handler
+    import icl.running.golden
+    from icl.running.cli import COMMANDS, handler
 
-    assert COMMANDS["golden"][0] == "icl.golden" and COMMANDS["reproduce"][0] == "icl.reproduce"
-    assert handler("golden", "icl.golden") == (icl.golden.add_arguments, icl.golden.run)
-    assert handler("reproduce", "icl.reproduce") == (rep.add_arguments, rep.run)
+    assert COMMANDS["golden"][0] == "icl.running.golden" and COMMANDS["reproduce"][0] == "icl.running.reproduce"
+    assert handler("golden", "icl.running.golden") == (icl.running.golden.add_arguments, icl.running.golden.run)
+    assert handler("reproduce", "icl.running.reproduce") == (rep.add_arguments, rep.run)
 
 def test_a_second_reproduction_of_the_same_profile_is_refused(tmp_path, monkeypatch):
     (tmp_path / "outputs").mkdir()
@@ -247,7 +247,7 @@ def test_make_reproduce_runs_one_notebook_per_core_under_omp_num_threads_1():
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(["make", "-n", "-s", "reproduce"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     line = [line for line in proc.stdout.splitlines() if "icl reproduce" in line][-1]
-    default = subprocess.run([sys.executable, "-c", "from icl.reproduce import cores; print(cores())"], env=env,
+    default = subprocess.run([sys.executable, "-c", "from icl.running.reproduce import cores; print(cores())"], env=env,
                              capture_output=True, text=True, timeout=60).stdout.strip()
     jobs = re.search(r"--jobs (\d+)", line)
     assert (jobs.group(1) if jobs else default) == default == str(len(os.sched_getaffinity(0))), (line, default)

@@ -7,7 +7,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import simdevice
 from conftest import tiny_config
-from icl.tasks import cholesky_orthogonal_factor, haar_rotations, make_generator, orthogonal_factor, sample_batch
+from icl.core.tasks import cholesky_orthogonal_factor, haar_rotations, make_generator, orthogonal_factor, sample_batch
 from simdevice import NAME, simulate
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -98,7 +98,7 @@ def hexes(t: torch.Tensor) -> list[str]:
 
 @pytest.mark.parametrize("native", ["0", "1"])
 def test_the_cpu_keeps_its_rotations_bit_for_bit(native, monkeypatch):
-    from icl import native as kernels
+    from icl.core import native as kernels
 
     if native == "1" and not kernels.usable("sampling", 16):
         pytest.skip("no C sampler on this machine")

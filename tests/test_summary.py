@@ -1,9 +1,9 @@
-"""icl.summary: the README's and REPORT's first numbers are generated from results.json, never typed."""
+"""icl.running.summary: the README's and REPORT's first numbers are generated from results.json, never typed."""
 import json
 
 import pandas as pd
 
-from icl import summary
+from icl.running import summary
 
 
 def _row(key_dim, a, b, alpha, lo, hi, **more):

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-import icl.train
+import icl.core.train
 from conftest import TINY, tiny_config
-from icl.cache import RunCache
-from icl.cli import main
-from icl.config import field_names
-from icl.sweep import expand, run_sweep, runs_of
-from icl.train import DivergenceError, train
+from icl.running.cache import RunCache
+from icl.running.cli import main
+from icl.core.config import field_names
+from icl.running.sweep import expand, run_sweep, runs_of
+from icl.core.train import DivergenceError, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -163,7 +163,7 @@ HUGE = dict(model="linear", depth=2, learning_rate=1e6, steps=40, schedule="cons
 def record_training_losses(monkeypatch) -> list:
     """Record, independently of train.py, whether each training step's loss is finite."""
     seen = []
-    build = icl.train.build
+    build = icl.core.train.build
 
     def recording_build(cfg, depths):
         stack = build(cfg, depths)
@@ -178,7 +178,7 @@ def record_training_losses(monkeypatch) -> list:
         stack.forward = spy
         return stack
 
-    monkeypatch.setattr(icl.train, "build", recording_build)
+    monkeypatch.setattr(icl.core.train, "build", recording_build)
     return seen
 
 
@@ -223,7 +223,7 @@ def test_expand_nests_spectrum_then_seed_outermost_and_depth_then_learning_rate_
 
 @pytest.mark.parametrize("path", sorted((Path(__file__).parents[1] / "params" / "sweeps").glob("*.yaml")), ids=lambda p: p.name)
 def test_example_sweep_files_are_valid_sweeps(path):
-    from icl.sweep import groups, read_yaml
+    from icl.running.sweep import groups, read_yaml
 
     cfgs = expand(read_yaml(path), str(path))
     assert cfgs and all(c.device != "auto" for c in cfgs)  # explicit device: the cache key holds it
@@ -243,9 +243,9 @@ def test_runs_of_picks_one_spectrum_and_any_further_config_values():
 def no_training(monkeypatch):
     """Fail the test if anything starts to train."""
     fail = lambda *a, **k: pytest.fail("training started before the input was checked")
-    monkeypatch.setattr(icl.train, "train_group", fail)
-    monkeypatch.setattr(icl.train, "train", fail)
-    monkeypatch.setattr(sys.modules["icl.sweep"], "train_finite", fail)
+    monkeypatch.setattr(icl.core.train, "train_group", fail)
+    monkeypatch.setattr(icl.core.train, "train", fail)
+    monkeypatch.setattr(sys.modules["icl.running.sweep"], "train_finite", fail)
 
 
 def quick_error(capsys, argv, *words) -> str:
@@ -307,9 +307,9 @@ def test_sweep_into_a_read_only_cache_is_refused_before_training(tmp_path, capsy
                  "--cache", str(cache), "--no-progress"]) == 0  # one entry present, one missing
     capsys.readouterr()
     read_only(monkeypatch, cache)
-    import icl.sweep
+    import icl.running.sweep
 
-    monkeypatch.setattr(icl.sweep, "train_finite", lambda *a, **k: pytest.fail("trained into a read-only cache"))
+    monkeypatch.setattr(icl.running.sweep, "train_finite", lambda *a, **k: pytest.fail("trained into a read-only cache"))
     try:
         assert main(["sweep", str(params), "--cache", str(cache), "--no-progress"]) == 2
         lines = capsys.readouterr().err.strip().splitlines()
@@ -323,7 +323,7 @@ def test_help_describes_each_option_and_its_allowed_values(capsys):
     assert "one of linear, softmax, shared_stream, untied_values, context_updates (default: softmax)" in text
     assert "number of attention layers L (default: 1)" in text
     assert "true or false (default: True)" in text  # normalize_inputs
-    from icl.cli import build_parser
+    from icl.running.cli import build_parser
 
     sub = next(a for a in build_parser()._actions if a.dest == "command").choices["train"]
     helps = {a.dest: a.help for a in sub._actions}

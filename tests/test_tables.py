@@ -6,8 +6,8 @@ import math
 import pandas as pd
 import pytest
 
-from icl import tables
-from icl.tables import context_update_table, fit_depths, focus_frame, seed_means
+from icl.analysis import tables
+from icl.analysis.tables import context_update_table, fit_depths, focus_frame, seed_means
 
 
 def frame():

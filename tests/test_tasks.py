@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from conftest import tiny_batch, tiny_config
-from icl.tasks import haar_rotations, mode_labels, power_spectrum
+from icl.core.tasks import haar_rotations, mode_labels, power_spectrum
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

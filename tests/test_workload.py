@@ -7,14 +7,14 @@ from collections import namedtuple
 
 import pytest
 
-import icl.sweep
-import icl.train
+import icl.running.sweep
+import icl.core.train
 from conftest import TINY, tiny_config
-from icl import workload
-from icl.cache import RunCache
-from icl.cli import main
-from icl.config import RunConfig
-from icl.sweep import groups, run_sweep
+from icl.running import workload
+from icl.running.cache import RunCache
+from icl.running.cli import main
+from icl.core.config import RunConfig
+from icl.running.sweep import groups, run_sweep
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -32,8 +32,8 @@ def refused(capsys, argv, *words):
 @pytest.fixture
 def no_training(monkeypatch):
     fail = lambda *a, **k: pytest.fail("training started")
-    monkeypatch.setattr(icl.train, "train", fail)
-    monkeypatch.setattr(icl.sweep, "train_finite", fail)
+    monkeypatch.setattr(icl.core.train, "train", fail)
+    monkeypatch.setattr(icl.running.sweep, "train_finite", fail)
 
 
 def test_train_with_a_trillion_steps_is_refused_with_its_estimate(capsys, no_training):
@@ -76,7 +76,7 @@ def test_the_estimates_are_close_to_a_real_run(tmp_path):
     todo = groups(cfgs)
     e = workload.estimate(todo)
     results = run_sweep(cfgs, RunCache(tmp_path), progress=False)
-    walls = {icl.train.group_key(RunConfig(**r["config"])): r["wall_seconds"] for r in results}  # one per group
+    walls = {icl.core.train.group_key(RunConfig(**r["config"])): r["wall_seconds"] for r in results}  # one per group
     trained = sum(walls.values())
     written = sum(p.stat().st_size for p in tmp_path.rglob("*.json"))
     print(f"time: estimate {e['seconds']:.2f} s, trained {trained:.2f} s; size: estimate {e['bytes']}, written {written}")

@@ -1,7 +1,7 @@
 """Every rule that turns measured numbers into a verdict, in one place.
 
 A *check* compares a number with a threshold. A number comes with its 95 % interval over seeds
-(`icl.intervals.Estimate`), and a check holds (True) when the whole interval lies on the right side
+(`icl.analysis.intervals.Estimate`), and a check holds (True) when the whole interval lies on the right side
 of its threshold, fails (False) when the whole interval lies on the wrong side, and is
 inconclusive (None) otherwise (docs/statistics.md). A number from a single seed has no interval and is judged
 on its value (its record says n_seeds = 1).
@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import math
 
-from ..exponents import exponent
-from ..intervals import Estimate
+import numpy as np
+
+from ..analysis.exponents import exponent
+from ..analysis.intervals import Estimate
 
 STATUSES = ("reproduced", "partly reproduced", "not reproduced", "inconclusive")
 DECIDED = STATUSES[:3]
@@ -75,7 +77,7 @@ def within(x, centre: float, tol: float) -> bool | None:
 
 def near_one(row, tol: float) -> bool | None:
     """|alpha - 1| <= tol for a sweep's exponent, over the interval that spans its seeds and every
-    defensible fit (`icl.estimates.exponent`); inconclusive when one of those fits is
+    defensible fit (`icl.analysis.estimates.exponent`); inconclusive when one of those fits is
     ill-conditioned: its digits are not read."""
     e = exponent(row)
     return None if e is None else within(e, 1.0, tol)
@@ -161,8 +163,6 @@ def overall(statuses) -> Status:
 
 def _plain(v):
     """Measured values as JSON: an Estimate becomes {"value", "ci68", "ci95", "n_seeds"}."""
-    from ..notebook import round_numbers
-
     if isinstance(v, Estimate):
         return round_numbers(v.to_dict())
     if isinstance(v, dict):
@@ -214,3 +214,17 @@ def show_claims(s) -> None:
     for c in s.claims:
         where = "".join(f"; {k}: {label(r)}" for k, r in c.get("regimes", {}).items())
         print(f"{c['id']}: {label(c)}{where}")
+
+
+def round_numbers(v, digits: int = 4):
+    """Floats of any nesting of dicts and lists to `digits` significant digits (None for NaN and
+    inf, so that the JSON stays valid); numpy integers to int."""
+    if isinstance(v, dict):
+        return {k: round_numbers(x, digits) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [round_numbers(x, digits) for x in v]
+    if isinstance(v, (float, np.floating)):
+        return float(f"{float(v):.{digits}g}") if math.isfinite(v) else None
+    if isinstance(v, np.integer):
+        return int(v)
+    return v

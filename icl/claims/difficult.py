@@ -1,16 +1,16 @@
 """The verdict rules of notebook 03 (the difficult task): C3, C4, C5, C6b, C9 and C10.
 
 Each function takes the notebook's tables, whose numbers carry bootstrap intervals over seeds
-(`icl.estimates`; a column `x` with `x_lo95`, `x_hi95`, ...), and returns the named checks of one
+(`icl.analysis.estimates`; a column `x` with `x_lo95`, `x_hi95`, ...), and returns the named checks of one
 claim (True holds, False fails, None inconclusive; `icl.claims`). The thresholds below are the
 ones the notebook's criteria cell states before the runs. Each claim's core check (CORE) carries
 the paper's statement; the others are secondary (`icl.claims.verdict`). An exponent is judged on
-`exponent` (icl.estimates.exponent_fits): its interval spans the seeds and every pre-stated
+`exponent` (icl.analysis.estimates.exponent_fits): its interval spans the seeds and every pre-stated
 defensible fit, and an ill-conditioned fit among them makes the check inconclusive.
 """
 from __future__ import annotations
 
-from ..estimates import estimate
+from ..analysis.estimates import estimate
 from . import above, below, every, near_one, verdict, within
 
 ALPHA_TOL, FLOOR_RATIO, DEPTH_FALL = 0.25, 0.7, 0.9  # C4, C10

@@ -2,7 +2,7 @@
 (softmax attention).
 
 Each function takes the notebook's tables, whose numbers carry bootstrap intervals over seeds
-(`icl.estimates`; a column `x` with `x_lo95`, `x_hi95`, ...), and returns the named checks of one
+(`icl.analysis.estimates`; a column `x` with `x_lo95`, `x_hi95`, ...), and returns the named checks of one
 claim (True holds, False fails, None inconclusive; `icl.claims`). The thresholds below are the
 ones the notebooks' criteria cells state before the runs. C1's former uncertainty allowances
 (alpha within 2 standard errors of the references, spectra 3 combined standard errors apart) are
@@ -12,7 +12,7 @@ Each claim's core check (CORE) carries the paper's statement; the others are sec
 """
 from __future__ import annotations
 
-from ..estimates import estimate
+from ..analysis.estimates import estimate
 from . import above, below, every, some, verdict, within
 
 R2_MIN = 0.95  # C1 (a): the power law describes the losses

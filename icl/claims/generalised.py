@@ -1,6 +1,6 @@
 """The verdict rules of notebook 04 (the generalised models of §C): C7 and C8, at one rank each.
 
-The tables they read carry bootstrap intervals over seeds (`icl.estimates`): the sweep table
+The tables they read carry bootstrap intervals over seeds (`icl.analysis.estimates`): the sweep table
 (`estimate_table` joined with `per_sweep(..., depth_trend)`: alpha, fall_beyond = R_deepest /
 R_ref, A_change and C_change over the last doubling of depth) and the context-update table
 (`per_sweep(..., context_update_estimates)`: u_span, u_mean, self_mass). Thresholds as the
@@ -11,8 +11,8 @@ carries the paper's statement; the others are secondary (`icl.claims.verdict`).
 """
 from __future__ import annotations
 
-from ..estimates import estimate
-from ..exponents import recorded
+from ..analysis.estimates import estimate
+from ..analysis.exponents import recorded
 from . import above, below, every, near_one, verdict, within
 
 ALPHA_TOL, LEVEL_TOL, FLAT_GAIN = 0.35, 0.15, 0.02  # alpha near 1; A_L, C_L level off; top-16 flat

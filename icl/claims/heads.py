@@ -2,7 +2,7 @@
 are interchangeable at fixed head rank), R8 (a shared-stream layer with h k = d leaves depth little
 to buy) and R9 (a looped stack's share of the untied stack's gain). Each claim has a *core* check
 (CORE) and secondary ones; the numbers they read carry bootstrap intervals over seeds
-(icl.heads_loops), and every threshold is here, printed into the notebook's criteria cell."""
+(icl.analysis.heads_loops), and every threshold is here, printed into the notebook's criteria cell."""
 from __future__ import annotations
 
 from . import above, below, claim, every, verdict, within
@@ -97,6 +97,6 @@ def status(cid: str, checks: dict):
 
 
 def record(s, cid: str, checks: dict, numbers: dict, figure: str) -> dict:
-    """One claim's record with its core check named (icl.claim_report's "decided by")."""
+    """One claim's record with its core check named (icl.running.claim_report's "decided by")."""
     return claim(s, cid, TEXT[cid], status(cid, checks), {**numbers, **checks}, figure,
                  CRITERIA[cid], core=CORE[cid])

@@ -4,7 +4,7 @@ intervals over seeds; thresholds as the notebook's criteria cell states them bef
 claim's core check (CORE) carries its statement; the others are secondary (`icl.claims.verdict`)."""
 from __future__ import annotations
 
-from ..estimates import estimate
+from ..analysis.estimates import estimate
 from . import above, below, every, verdict
 
 BASELINE_TOL = 0.15  # R4: the trained curve within 15 % of the baseline at every depth

@@ -1,10 +1,10 @@
 """The verdict rules of notebook 06 (the regime map, ours): R1, R2 and R3, judged on every cell
-they concern. The table they read is `icl.regimes.regime_table` (numbers with bootstrap intervals
+they concern. The table they read is `icl.analysis.regimes.regime_table` (numbers with bootstrap intervals
 over seeds); thresholds as the notebook's criteria cell states them before the runs. Each claim's
 core check (CORE) carries its statement; the others are secondary (`icl.claims.verdict`)."""
 from __future__ import annotations
 
-from ..estimates import estimate
+from ..analysis.estimates import estimate
 from . import above, below, every, near_one, verdict, within
 
 BOUND_TOL = 0.05  # R1: one full-rank layer within 5 % of the softmax bound

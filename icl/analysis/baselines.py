@@ -1,0 +1,133 @@
+"""Untrained ensembles of rank-limited softmax layers: what depth gives with no learning (notebook 07).
+
+A layer reads the context through a k-dimensional subspace U_l (d, k) and scores a token by the
+inner product of the projections, as a rank-k bilinear layer does: s_l(x_q, x_mu) =
+x_q^T U_l U_l^T x_mu / k (divided by k so that its average over random subspaces is the cosine on
+the sphere |x| = sqrt(d), and the temperatures compare with the softmax bound's). Layer l predicts
+f_l = sum_mu softmax_mu(beta s_l) y_mu, and a depth-L ensemble r * mean_l f_l. Two ways to draw
+the layers (`icl.core.subspaces`):
+
+- `random_subspace`: independent uniformly random subspaces;
+- `complementary_subspace`: blocks of lcm(d, k)/k layers whose subspaces tile R^d.
+
+Each curve is given twice: with the best beta and readout at every depth (its lower envelope), and
+at one fixed beta and readout for all depths (those best at the deepest depth). At a fixed beta
+the independent ensemble's expected loss is exactly R_L = C + (A - C)/L, with A one layer's loss
+and C the loss two independent layers share (App. B with independent errors): alpha = 1 and floor
+C. A and C are reported for both kinds of layers. Every beta and readout is fitted on contexts of
+their own and scored on the runs' evaluation contexts; a depth L < (number of layers) / 2 is
+scored on up to MAX_BLOCKS disjoint ensembles of L layers, for less noise.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..core import subspaces
+from ..core.tasks import Batch
+
+BETAS = np.geomspace(0.5, 300.0, 24)  # temperatures tried (the softmax bound's beta is ~15 at d = 16)
+MAX_BLOCKS = 16
+CHUNK = 256  # contexts per pass: bounds memory, not results
+KINDS = ("random_subspace", "complementary_subspace")
+
+
+def layer_bases(kind: str, n: int, dim: int, k: int) -> torch.Tensor:
+    """n layers' bases (n, d, k) of one kind, from the fixed subspace seed."""
+    gen = torch.Generator().manual_seed(subspaces.SUBSPACE_SEED)
+    if kind == "random_subspace":
+        return subspaces.random_bases(n, dim, k, gen)
+    if kind == "complementary_subspace":
+        return subspaces.complementary_bases(n, dim, k, gen)
+    raise ValueError(f"kind: {kind!r}; allowed: {', '.join(KINDS)}")
+
+
+def layer_reads(batch: Batch, bases: torch.Tensor, betas=BETAS) -> torch.Tensor:
+    """Every layer's read f_l at every temperature of `betas`: (G, B, S), float64."""
+    k = bases.shape[-1]
+    parts = []
+    for i in range(0, len(batch), CHUNK):
+        x, xq, y = batch.x[i:i + CHUNK], batch.xq[i:i + CHUNK], batch.y[i:i + CHUNK]
+        # x_mu^T U U^T x_q / k as x_mu . v with v = U U^T x_q / k, the query's projection back in R^d:
+        # one (S, d) x (d, P) product per context, instead of projecting every token onto every
+        # subspace (k times the work, in einsum's small batched products)
+        pq = torch.einsum("bd,sdk->bsk", xq, bases)  # (b, S, k) projected query
+        v = torch.einsum("bsk,sdk->bsd", pq, bases) / k  # (b, S, d)
+        score = torch.bmm(v, x.transpose(1, 2))  # (b, S, P)
+        reads = [(torch.softmax(float(beta) * score, -1) * y[:, None, :]).sum(-1) for beta in betas]
+        parts.append(torch.stack(reads).double())  # (G, b, S)
+    return torch.cat(parts, dim=1)
+
+
+def ensembles(reads: torch.Tensor, depth: int) -> torch.Tensor:
+    """Mean reads of up to MAX_BLOCKS disjoint runs of `depth` consecutive layers: (G, B, blocks)."""
+    blocks = min(MAX_BLOCKS, reads.shape[-1] // depth)
+    return reads[..., : blocks * depth].unflatten(-1, (blocks, depth)).mean(-1)
+
+
+def _readout(f: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Least-squares readout per temperature: f (G, N), t (N,) -> (G,)."""
+    return (f @ t) / (f * f).sum(-1).clamp_min(1e-30)
+
+
+def _loss(f: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Relative loss per temperature of r f against t: (G,)."""
+    return ((r[:, None] * f - t) ** 2).mean(-1) / (t**2).mean()
+
+
+def curve(fit: Batch, ev: Batch, kind: str, key_dim: int, depths) -> dict:
+    """The ensemble curve of one kind at every depth, with the best temperature and readout per
+    depth and with the fixed ones (best at the deepest depth), and its decomposition terms A, C.
+    Every temperature is tried on the fit set; the evaluation set is read only at the chosen ones."""
+    depths = sorted({int(L) for L in depths})
+    bases = layer_bases(kind, max(depths), fit.x.shape[-1], key_dim)
+    tf, te = fit.target.double(), ev.target.double()
+    on_fit = layer_reads(fit, bases)  # (G, B_fit, S)
+
+    def at(reads: torch.Tensor, t: torch.Tensor, L: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The depth-L ensembles' reads (G, blocks B) and their targets (blocks B,)."""
+        m = ensembles(reads, L)  # (G, B, blocks)
+        return m.transpose(1, 2).flatten(1), t.repeat(m.shape[-1])
+
+    chosen = {}  # depth -> (index into BETAS, readout): fitted on the fit set
+    for L in depths:
+        f, t = at(on_fit, tf, L)
+        r = _readout(f, t)
+        g = int(torch.argmin(_loss(f, r, t)))
+        chosen[L] = (g, float(r[g]))
+    g_fixed, r_fixed = chosen[depths[-1]]  # the fixed temperature and readout: best at the deepest depth
+    used = sorted({g for g, _ in chosen.values()})
+    on_ev = dict(zip(used, layer_reads(ev, bases, BETAS[used])))  # index -> (B_ev, S)
+
+    def score(g: int, r: float, L: int) -> float:
+        """The evaluation loss of the depth-L ensembles at temperature index g and readout r."""
+        f, t = at(on_ev[g][None], te, L)  # (1, blocks B)
+        return float(_loss(f, torch.tensor([r], dtype=f.dtype), t)[0])
+
+    best = {L: score(g, r, L) for L, (g, r) in chosen.items()}
+    fixed = {L: score(g_fixed, r_fixed, L) for L in depths}
+    terms = decomposition(on_ev[g_fixed], r_fixed, te)
+    return {kind: best, f"{kind}_beta": {L: float(BETAS[g]) for L, (g, _) in chosen.items()}, f"{kind}_fixed": fixed,
+            f"{kind}_fixed_beta": float(BETAS[g_fixed]), f"{kind}_A": terms["A"], f"{kind}_C": terms["C"]}
+
+
+def decomposition(reads: torch.Tensor, r: float, target: torch.Tensor) -> dict:
+    """A (mean single-layer loss) and C (mean loss shared by two different layers) of the layers
+    r f_l on one set: reads (B, S), relative to E[y*^2]."""
+    e = r * reads - target[:, None]  # (B, S) errors
+    gram = e.T @ e / e.shape[0] / (target**2).mean()  # (S, S)
+    S = gram.shape[0]
+    A = float(gram.diagonal().mean())
+    C = float((gram.sum() - gram.diagonal().sum()) / (S * (S - 1))) if S > 1 else float("nan")
+    return {"A": A, "C": C}
+
+
+def all_curves(fit: Batch, ev: Batch, key_dim: int, depths) -> dict:
+    """Both kinds of ensembles; the complementary one only where a tiling is built (see
+    `subspaces.tiling`)."""
+    out = curve(fit, ev, "random_subspace", key_dim, depths)
+    try:
+        out.update(curve(fit, ev, "complementary_subspace", key_dim, depths))
+    except ValueError:  # no tiling of R^d by subspaces of this dimension
+        pass
+    return out

@@ -1,0 +1,126 @@
+"""What each notebook trains, from its parameters: one function per notebook returning its named
+lists of run configs. The notebook trains them (`Settings.run`); `icl reproduce --plan` counts
+and prices them without training. One definition serves both, so a plan is the notebook's own.
+
+Every function takes the notebook's validated `Settings` (`notebook.parameters`).
+"""
+from __future__ import annotations
+
+from ..core.config import RunConfig
+
+
+def easy_linear(s) -> dict[str, list[RunConfig]]:
+    """Notebook 01: linear attention on the easy task, depth L at learning_rate * L**lr_depth_exponent
+    (docs/training_protocol.md, section 7); mode-wise losses recorded for `mode_spectrum`."""
+    mode = s["mode_spectrum"] if s["mode_spectrum"] in s["spectra"] else s["spectra"][0]
+    return {"linear": [c.replace(track_modes=[c.input_exponent, c.task_exponent] == mode,
+                                 learning_rate=s["learning_rate"] * c.depth ** s["lr_depth_exponent"])
+                       for c in s.grid(s["depths"], s["seeds"], s["spectra"], model="linear", task="easy")]}
+
+
+def easy_nonlinear(s) -> dict[str, list[RunConfig]]:
+    """Notebook 02: softmax on the easy task with the focusing probes, and one layer on raw inputs."""
+    return {"sphere": s.grid(s["depths"], s["seeds"], s["spectra"], model="softmax", task="easy", track_focus=True),
+            "raw": s.grid([1], s["seeds"][:1], s["raw_spectra"], model="softmax", task="easy", normalize_inputs=False)}
+
+
+GENERALISED_SWEEPS = (("softmax", 2), ("untied_values", 2), ("shared_stream", 2), ("context_updates", 2),
+                      ("softmax", "wide"), ("context_updates", "wide"))  # (model, top_k; "wide" = wide_top_k)
+CONTEXT_MODELS = ("shared_stream", "context_updates")  # P x P attention among the context tokens in every layer
+
+
+def generalized(s) -> dict[tuple, list[RunConfig]]:
+    """Notebook 04: every relaxation and the controlled model, top-2 and wide top-k, at every rank;
+    the P x P models at full rank over `full_rank_context_depths` (their most expensive runs, where
+    the controlled model is flat). Keys (model, top_k, key_dim)."""
+    out = {}
+    for kd in s["key_dims"]:
+        for m, k in GENERALISED_SWEEPS:
+            k = s["wide_top_k"] if k == "wide" else k
+            depths = (s["depths"] if m not in CONTEXT_MODELS else
+                      s["full_rank_context_depths"] if kd in (0, s["dim"]) else s["context_depths"])
+            out[(m, k, kd)] = s.grid(depths, s["seeds"], s["spectra"], model=m, top_k=k, key_dim=kd)
+    return out
+
+
+def difficult(s) -> dict[str, list[RunConfig]]:
+    """Notebook 03: the main softmax sweep at every rank, the linear model, and C10's sweeps;
+    mode-wise losses recorded for `mode_spectrum` (linear, and softmax at the first rank)."""
+    first = s["spectra"][0]
+    mode_spectrum = s["mode_spectrum"] if s["mode_spectrum"] in s["spectra"] else first
+    primary = s["key_dims"][0]
+    base = dict(task="difficult", top_k=s["top_k"])
+
+    def track(cfgs):
+        probed = lambda c: [c.input_exponent, c.task_exponent] == mode_spectrum and c.key_dim in (primary, s["linear_key_dim"])
+        return [c.replace(track_modes=True, eval_points=s["mode_eval_points"]) if probed(c) else c for c in cfgs]
+
+    def ranked(depths, seeds, spectra, **kw):
+        return [c for k in s["key_dims"] for c in s.grid(depths, seeds, spectra, model="softmax", key_dim=k, **{**base, **kw})]
+
+    return {"main": track(ranked(s["depths"], s["seeds"], s["spectra"])),
+            "linear": track(s.grid(s["linear_depths"], s["seeds"], s["spectra"], model="linear",
+                                   learning_rate=s["linear_learning_rate"], key_dim=s["linear_key_dim"], **base)),
+            "joint": ranked(s["extra_depths"], s["extra_seeds"], s["joint_spectra"]),
+            "wide": ranked(s["extra_depths"], s["extra_seeds"], s["wide_spectra"], top_k=s["wide_top_k"])}
+
+
+def regime_cells(s):
+    """Notebook 06's cells (`regimes.map_slices`), every cell once, and the depths of each."""
+    from .regimes import Cell, map_slices, unique_cells
+
+    slices = map_slices(s["dim"], s["context_length"], s["key_dims"], s["context_lengths"], s["dims"],
+                        s["context_per_dim"], s["key_fractions"])
+    deep = Cell(s["dim"], s["context_length"], s["deep_key_dim"])
+    return slices, unique_cells(slices), (lambda c: s["deep_depths"] if c == deep else s["depths"])
+
+
+def regimes(s) -> dict[str, list[RunConfig]]:
+    """Notebook 06: one depth sweep per cell of the map; long contexts train with a smaller batch
+    (a step costs about P d per layer)."""
+    _, cells, depths_of = regime_cells(s)
+    a, b = s["spectra"][0]
+    runs = []
+    for c in cells:
+        batch = s["large_batch_size"] if c.context_length >= s["large_context"] else s["batch_size"]
+        runs += s.grid(depths_of(c), s["seeds"], [[a, b]], model="softmax", task="difficult", dim=c.dim,
+                       context_length=c.context_length, key_dim=c.key_dim, batch_size=batch)
+    return {"cells": runs}
+
+
+def mechanism(s, trained_with: dict) -> dict[str, list[RunConfig]]:
+    """Notebook 07's ablation: notebook 03's settings (`trained_with`, its parameters) at each rank
+    of `ablation_key_dims`, every layer's subspace frozen as each kind of `ablation_kinds`."""
+    from ..core.config import field_names
+
+    first = trained_with["spectra"][0]
+    values = {k: v for k, v in trained_with.items() if k in field_names()}
+    base = RunConfig.from_dict({**values, "model": "softmax", "task": "difficult", "input_exponent": first[0],
+                                "task_exponent": first[1], "device": s["device"]}, "notebook 03's parameters")
+    return {"ablation": [base.replace(key_dim=k, subspace=kind, depth=L, seed=seed) for k in s["ablation_key_dims"]
+                         for kind in s["ablation_kinds"] for seed in s["ablation_seeds"] for L in trained_with["depths"]]}
+
+
+def heads_and_loops(s) -> dict[str, list[RunConfig]]:
+    """Notebook 08 (notebook 08): (a) the controlled model at every head count h and head rank k with
+    h k <= d, depths with L h <= max_total_heads (h = 1 is notebook 03's sweep, the same configs);
+    (b) the shared stream with h k = d (stream_heads heads of rank d / h) against one head of rank d
+    and of rank d / h; (c) looped stacks (tie_layers) beside untied ones in `loop_models`. (b) and
+    (c) train with notebook 04's protocol (the context_* values)."""
+    base = dict(task="difficult", top_k=s["top_k"], model="softmax")
+    spectrum = [s["spectra"][0]]
+    depths_of = lambda h: s["depths"] if h == 1 else [L for L in s["head_depths"]
+                                                       if L * h <= s["max_total_heads"]]
+    heads = [s.grid(depths_of(h), s["seeds"], spectrum, key_dim=k, heads=h, **base)
+             for k in s["head_ranks"] for h in s["head_counts"] if h * k <= s["dim"]]
+    context = dict(task="difficult", top_k=s["top_k"], steps=s["context_steps"],
+                   batch_size=s["context_batch_size"], learning_rate=s["context_learning_rate"],
+                   eval_contexts=s["context_eval_contexts"], eval_points=s["context_eval_points"])
+    h, k = s["stream_heads"], s["dim"] // s["stream_heads"]
+    stream = [s.grid(s["stream_depths"], s["stream_seeds"], spectrum, model="shared_stream",
+                     key_dim=kd, heads=n, **context) for n, kd in ((h, k), (1, s["dim"]), (1, k))]
+    loops = [s.grid(s["loop_depths"], s["loop_seeds"] if m == "softmax" else s["context_seeds"],
+                    spectrum, model=m, key_dim=s["loop_key_dim"], tie_layers=tied, **context)
+             for m in s["loop_models"] for tied in (False, True)]
+    return {"heads": [c for g in heads for c in g], "stream": [c for g in stream for c in g],
+            "loops": [c for g in loops for c in g]}

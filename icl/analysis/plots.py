@@ -1,0 +1,231 @@
+"""One plotting style for every notebook, and the figures more than one notebook draws."""
+from __future__ import annotations
+
+import sys
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.container import ErrorbarContainer
+from matplotlib.lines import Line2D
+
+from .tables import SPECTRUM, fit_depths, seed_means, spectrum_label
+
+COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
+# One colour per concept in every notebook (Okabe-Ito; references in grey and black).
+TRAINED, RANDOM, COMPLEMENTARY, FIXED_BETA = COLORS[0], COLORS[1], COLORS[2], COLORS[3]
+BOUND, PLATEAU = "0.35", "k"
+SMALLEST_FONT = 8  # points: no text of a figure is smaller, legends included
+DPI = 200  # the PNG's resolution: an 8 pt letter is 22 px tall
+NOT_AT_PLATEAU = "not at plateau"  # the legend entry of the hollow rings
+
+
+def style() -> None:
+    """The repository's plotting style. Inside a Jupyter kernel it also selects the inline
+    backend, so that executed notebooks embed their figures even when the caller's environment
+    sets another backend (MPLBACKEND=Agg draws into nothing a notebook can show)."""
+    inline()
+    plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": DPI, "font.size": 10, "axes.titlesize": 10,
+                         "legend.fontsize": SMALLEST_FONT + 1, "legend.title_fontsize": SMALLEST_FONT + 1,
+                         "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.grid": True, "grid.alpha": 0.3,
+                         "axes.prop_cycle": matplotlib.cycler(color=COLORS), "legend.frameon": True,
+                         "legend.framealpha": 0.9, "legend.loc": "best",
+                         "axes.spines.top": False, "axes.spines.right": False})
+
+
+def inline() -> None:
+    ipython = sys.modules.get("IPython")  # loaded in every Jupyter kernel; never imported here
+    shell = ipython.get_ipython() if ipython is not None else None
+    if getattr(shell, "kernel", None) is not None and "inline" not in matplotlib.get_backend():
+        shell.run_line_magic("matplotlib", "inline")
+
+
+def save(fig, png: str, pdf: str) -> None:
+    """The figure as a PNG at DPI (README, notebook) and a PDF (print)."""
+    fig.savefig(png, dpi=DPI, bbox_inches="tight")
+    fig.savefig(pdf, bbox_inches="tight")
+
+
+def _unique(handles, labels) -> tuple[list, list]:
+    """One entry per label: the measured points (error bars) first, then lines in drawing order,
+    the rings last (several sweeps on one Axes each draw theirs; a reader needs them named once)."""
+    seen = {}
+    for h, lab in zip(handles, labels):
+        seen.setdefault(lab, h)
+    order = sorted(seen, key=lambda lab: (lab == NOT_AT_PLATEAU, not isinstance(seen[lab], ErrorbarContainer)))
+    return [seen[lab] for lab in order], order
+
+
+def legend(ax, outside: bool = False, **kw):
+    """ax's framed legend, one entry per label: where matplotlib finds the fewest points ('best'),
+    or to the right of the Axes (outside=True) where entries are many."""
+    handles, labels = _unique(*ax.get_legend_handles_labels())
+    if outside:
+        kw = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), **kw}
+    if "bbox_to_anchor" in kw:
+        _make_room(ax.figure)
+    return ax.legend(handles, labels, **kw)
+
+
+def _make_room(fig) -> None:
+    """Constrained layout, which moves the panels apart so that a legend outside one stays off its neighbour."""
+    if fig.get_layout_engine() is None:
+        fig.set_layout_engine("constrained")
+
+
+def figure_legend(fig, ncol: int | None = None):
+    """One framed legend for every panel of fig, below them, one entry per label across panels
+    (a legend in each of a dozen small panels covers their curves)."""
+    handles, labels = [], []
+    for ax in fig.axes:
+        h, lab = ax.get_legend_handles_labels()
+        handles, labels = handles + h, labels + lab
+    handles, labels = _unique(handles, labels)
+    _make_room(fig)
+    fits = max(1, int(fig.get_figwidth() / 2.6))  # entries of about 2.5 in side by side: never wider than the panels
+    return fig.legend(handles, labels, loc="outside lower center", ncol=ncol or min(4, fits, max(1, len(labels))))
+
+
+def loss_vs_depth(ax, df: pd.DataFrame, label: str, color=None, fit=None, value: str = "loss",
+                  shift: float = 0.0, fit_label: str | None = None) -> None:
+    """Measured points with error bars (standard error over seeds; hollow rings where a run had
+    not reached its plateau), and the fitted L0 + c L^-alpha as a line. `shift` moves the points
+    by that many octaves of depth, so that several sweeps' error bars on one Axes stay visible."""
+    s = seed_means(df, value)
+    x = s["depth"] * 2.0**shift
+    line = ax.errorbar(x, s["mean"], yerr=s["sem"], fmt="o", ms=4, capsize=3, elinewidth=1, color=color, label=label)
+    color = line[0].get_color()
+    if "converged" in s and not s["converged"].all():
+        bad = ~s["converged"]
+        ax.plot(x[bad], s["mean"][bad], "o", ms=9, mfc="none", color="k", label=NOT_AT_PLATEAU)
+    if fit is not None and getattr(fit, "converged", True):
+        L = np.geomspace(s["depth"].min(), s["depth"].max(), 100)
+        ax.plot(L, fit.L0 + fit.c * L ** (-fit.alpha), "-", color=color, alpha=0.8,
+                label=fit_label or f"fit, alpha = {fit.alpha:.2f}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("depth L")
+    ax.set_ylabel("relative loss  R_L = E[(ŷ - y*)²] / E[y*²]" if value == "loss" else value)
+
+
+def training_curves(ax, results: list[dict], title: str = "") -> None:
+    """Evaluation loss along training, one line per depth (colour = depth)."""
+    depths = sorted({r["config"]["depth"] for r in results})
+    cmap = plt.get_cmap("viridis", max(2, len(depths)))
+    for r in results:
+        c = r["loss_curve"]
+        k = depths.index(r["config"]["depth"])
+        ax.plot(np.maximum(c["step"], 1), c["loss"], color=cmap(k), lw=1, alpha=0.8,
+                label=f"L = {r['config']['depth']}" if r["config"]["seed"] == results[0]["config"]["seed"] else None)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("relative evaluation loss")
+    ax.set_title(title)
+
+
+BASELINE_STYLES = {"random_subspace": ("--", RANDOM, "random subspaces"),
+                   "complementary_subspace": ("-.", COMPLEMENTARY, "complementary subspaces")}
+
+
+def bounds_lines(ax, b: dict, depths=None, labels: bool = True) -> None:
+    """The reference predictors of `icl.analysis.bounds` beside a softmax depth sweep: the softmax bound
+    (solid grey), the mixture bound (dotted grey) and the untrained subspace ensembles of the rank
+    at the best temperature per depth (random dashed, complementary dash-dotted, each its own
+    colour) at the sweep's depths. Their values are in the notebooks' tables."""
+    tag = lambda text: text if labels else None
+    ax.axhline(b["single"], color=BOUND, lw=1, label=tag("softmax bound"))
+    ax.axhline(b["mixture"], color=BOUND, lw=1, ls=":", label=tag("mixture bound"))
+    if b["key_dim"] == b["config"]["dim"]:
+        return  # a full-rank "subspace" is the whole space: the ensembles are the softmax bound
+    for kind, (ls, color, name) in BASELINE_STYLES.items():
+        curve = {int(L): v for L, v in b.get(kind, {}).items()}
+        Ls = sorted(L for L in curve if depths is None or L in set(depths))
+        ax.plot(Ls, [curve[L] for L in Ls], ls, color=color, lw=1.2, alpha=0.9, label=tag(name))
+
+
+def curve_panels(groups: dict[str, list[dict]]):
+    """Training curves side by side, one panel per title -> results (every depth of every seed is
+    drawn), sharing the loss axis; one legend of the depths below them; returns the figure."""
+    fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3.2), sharey=True, squeeze=False,
+                             layout="constrained")
+    for ax, (title, rs) in zip(axes[0], groups.items()):
+        training_curves(ax, rs, title)
+    for ax in axes[0, 1:]:
+        ax.set_ylabel("")  # the shared loss axis is labelled once, on the left
+    handles, labels = axes[0, 0].get_legend_handles_labels()  # the depths: the same in every panel
+    fig.legend(handles, labels, loc="outside right upper")
+    return fig
+
+
+def sweep_with_bounds(ax, part: pd.DataFrame, b: dict, title: str) -> None:
+    """One softmax depth sweep (points over seeds, joint-floor fit) with its bounds; the fitted
+    exponent in the title, so that a figure of many panels can share one legend (figure_legend)."""
+    fit = fit_depths(part)
+    loss_vs_depth(ax, part, "trained (mean ± s.e. over seeds)", color=TRAINED, fit=fit, fit_label="fit L0 + c L^-alpha")
+    bounds_lines(ax, b, depths=sorted(part.depth.unique()))
+    ax.set_title(f"{title}\nalpha = {fit.alpha:.2f}" if getattr(fit, "converged", True) else title, fontsize=SMALLEST_FONT + 1)
+    ax.set_ylabel("relative loss R_L")
+
+
+def relative_to_bound(ax, part: pd.DataFrame, b: dict, color, label: str) -> None:
+    """R_L / softmax bound against depth for one sweep (error bars: standard error over seeds;
+    hollow: not at its plateau), with its random-subspace ensemble (dashed) and its mixture bound
+    (dotted) on the same scale, in the sweep's colour."""
+    m = seed_means(part)
+    ax.errorbar(m.depth, m["mean"] / b["single"], yerr=m["sem"] / b["single"], fmt="o-", ms=4, capsize=3, color=color,
+                label=label)
+    bad = m[~m.converged] if "converged" in m else m.iloc[:0]
+    ax.plot(bad.depth, bad["mean"] / b["single"], "o", ms=8, mfc="none", color="k", label=NOT_AT_PLATEAU)
+    if b["key_dim"] < b["config"]["dim"]:
+        curve = {int(L): v for L, v in b["random_subspace"].items()}
+        ax.plot(m.depth, [curve[int(L)] / b["single"] for L in m.depth], "--", lw=1, color=color,
+                label="random subspaces (sweep's colour)")
+    ax.plot(m.depth, np.full(len(m), b["mixture"] / b["single"]), ":", lw=1, color=color,
+            label="mixture bound (sweep's colour)")
+    ax.axhline(1, color=BOUND, lw=1, label="softmax bound")
+    ax.set(xscale="log", yscale="log", xlabel="depth L", ylabel="R_L / softmax bound")
+    ax.set_xscale("log", base=2)
+
+
+# relative_to_bound's kinds of line, drawn in each sweep's colour, named once in grey by regime_legends
+REGIME_KINDS = {"random subspaces (sweep's colour)": {"ls": "--"}, "mixture bound (sweep's colour)": {"ls": ":"},
+                "softmax bound": {"ls": "-", "color": BOUND},
+                NOT_AT_PLATEAU: {"ls": "none", "marker": "o", "mfc": "none", "ms": 8, "color": "k"}}
+
+
+def regime_legends(fig, axes) -> None:
+    """Legends of panels of relative_to_bound: each panel names its own sweeps (their colours) below
+    it, off its curves; one legend below them all names the kinds of line once, in grey."""
+    for ax in axes:
+        pairs = [(h, lab) for h, lab in zip(*_unique(*ax.get_legend_handles_labels())) if lab not in REGIME_KINDS]
+        if pairs:
+            ax.legend(*zip(*pairs), loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    proxies = [Line2D([], [], **{"color": "0.4", "lw": 1, **kw}, label=name) for name, kw in REGIME_KINDS.items()]
+    _make_room(fig)
+    fig.legend(handles=proxies, loc="outside lower center", ncol=len(proxies))
+
+
+def fit_sensitivity(variants: pd.DataFrame, fits: list[str]):
+    """Notebook 05's figure of `estimates.fit_variants`: per rank, each sweep's alpha under every fit
+    in `fits`, with its 95 % interval over seeds drawn from lo to hi. The fit of the mean curve need
+    not lie inside the percentile interval of its resamples (few seeds, a short training), so the
+    point is drawn beside its interval, never as a bar around it. The fits run down the y axis, so
+    that their names read horizontally."""
+    ranks = variants.key_dim.nunique()
+    fig, axes = plt.subplots(1, ranks, figsize=(1.6 + 3.2 * ranks, 1.0 + 0.42 * len(fits)), sharey=True, squeeze=False,
+                             layout="constrained")
+    y = np.arange(len(fits))[::-1]  # the protocol's fit on top
+    for ax, (k, part) in zip(axes[0], variants.groupby("key_dim")):
+        for j, ((a, b), sweep) in enumerate(part.groupby(SPECTRUM)):
+            sweep = sweep.set_index("fit").loc[fits]
+            at = y - 0.2 * (j - 1)
+            point, = ax.plot(sweep.alpha, at, "o", ms=4, label=spectrum_label(a, b))
+            ax.hlines(at, sweep.alpha_lo95, sweep.alpha_hi95, color=point.get_color(), lw=1.5)
+        ax.axvline(1.0, color=BOUND, ls="--", lw=1, label="alpha = 1")
+        ax.set_yticks(y, [n.split(":")[0] for n in fits])
+        ax.set(title=f"key_dim {k}", xlabel="alpha (line: 95 % interval over seeds)")
+    axes[0, 0].set_ylabel("fit")
+    figure_legend(fig)
+    return fig

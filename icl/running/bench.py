@@ -1,0 +1,386 @@
+"""`python -m icl bench`: training steps per second of icl against a plain implementation.
+
+The reference is written the way a user would write these models (icl.core.reference): every layer
+computes full masked attention over all P + 1 tokens, one layer after another, trained with
+torch.optim.Adam. The generalised models are timed against their first implementation
+(icl.core.looped), and the controlled model's quick-shape sweeps against the same stack on its torch
+path (ICL_NATIVE=0). Both sides draw the same task with icl.core.tasks.sample_batch, train the same
+number of layers on the same batch size, and are timed in one run, interleaved, as medians over
+repeats. Each case also checks (after its timing) that icl computes what icl.core.reference computes (losses,
+per-layer predictors, gradients: reference.agreement), so the ratio compares the same work.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from .. import __version__
+from ..core.config import ConfigError, RunConfig
+from ..core.looped import LOOPED
+from ..core.models import Stack, build, stack_order
+from ..core.reference import agreement, agrees, plain_model
+from ..core.tasks import make_generator, sample_batch
+from ..core.train import StackAdam, resolve_device
+from .timing import max_rss_mib, peak_flop_rate, seconds_per_step, step_flops
+
+# Targets (a benchmark, not a timed test): speed-up of icl over the reference.
+TARGETS = {"softmax": {64: 20.0}, "linear": {64: 5.0}, "sweep": 2.0, "generalised": 5.0, "quick": 3.0}
+DEEP_MEMORY_MIB = 2048  # the deep sweep's peak memory (icl alone, a fresh process) must stay below
+
+
+
+
+def perturbed(stack: Stack, seed: int) -> Stack:
+    """The stack with every parameter moved away from its initialisation, so that no symmetry
+    (ones, identities, zeros) hides a mistake."""
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(seed)
+        for p in stack.parameters():
+            p.add_(torch.randn(p.shape, generator=gen).to(p.device) * 0.3)
+    return stack
+
+
+def check_same(cfg: RunConfig, depths: list[int], device: torch.device, seed: int = 1) -> dict:
+    """icl's stack (the path this machine trains with) against the plain algebra of each of its
+    models (icl.core.reference, float64), on one batch with weights away from their initialisation:
+    losses, per-layer predictors and every parameter's gradient, errors in units of what each
+    sums, and whether every one is within reference.FACTOR of the plain float32 algebra's."""
+    stack = perturbed(build(cfg, stack_order(cfg.model, depths)).to(device), seed)
+    # At most 64 contexts: the same algebra at a fraction of the plain models' memory (their
+    # per-context gradients), and more than one of the kernels' blocks of contexts.
+    batch = sample_batch(cfg, min(cfg.batch_size, 64), make_generator(seed, device))
+    result = agreement(stack, batch)
+    return {"agreement": result, "error": max(r["error"] for r in result.values()),
+            "error_ratio": max(r["ratio"] for r in result.values()), "same": agrees(result)}
+
+
+def with_kernels(step: Callable[[], None], on: bool) -> Callable[[], None]:
+    """A step run with icl.core.native's kernels allowed or not (ICL_NATIVE), whatever the environment."""
+
+    def run() -> None:
+        before = os.environ.get("ICL_NATIVE")
+        os.environ["ICL_NATIVE"] = "1" if on else "0"
+        try:
+            step()
+        finally:
+            os.environ.pop("ICL_NATIVE") if before is None else os.environ.update(ICL_NATIVE=before)
+
+    return run
+
+
+def icl_trainer(cfg: RunConfig, depths: list[int], device: torch.device, looped: bool = False) -> Callable[[], None]:
+    """One training step of an icl stack of the given depths: fresh batch, loss, Adam. `looped`:
+    the generalised model's first implementation (LOOPED) instead."""
+    depths = stack_order(cfg.model, depths)
+    stack = (LOOPED[cfg.model](cfg, depths) if looped else build(cfg, depths)).to(device)
+    opt = StackAdam(stack, torch.full((len(depths),), cfg.learning_rate, device=device))
+    gen = make_generator(cfg.seed, device)
+
+    def step() -> None:
+        batch = sample_batch(cfg, cfg.batch_size, gen)
+        loss = ((stack(batch).pred - batch.target[:, None]) ** 2).mean(0).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step(1.0)
+
+    return step
+
+
+def reference_trainer(cfg: RunConfig, depth: int, device: torch.device) -> Callable[[], None]:
+    """The same training step, the plain way: one icl.core.reference model and torch.optim.Adam."""
+    model = plain_model(build(cfg, [depth]), 0).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
+    gen = make_generator(cfg.seed, device)
+
+    def step() -> None:
+        batch = sample_batch(cfg, cfg.batch_size, gen)
+        loss = ((model(batch.x, batch.y, batch.xq)[0] - batch.target) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def one_after_another(steps: list[Callable[[], None]]) -> Callable[[], None]:
+    """A sweep trained model by model: one step of the sweep is one step of each."""
+
+    def step() -> None:
+        for s in steps:
+            s()
+
+    return step
+
+
+def icl_only_rss(args, only: list[str] | None = None) -> float:
+    """Max RSS (MiB) of a fresh process that only trains icl, three steps of every case (or of the
+    cases named in `only`): the benchmark's own peak includes the references' full attention."""
+    import json
+    import subprocess
+    import sys
+
+    code = "import sys; from icl.running.bench import rss_probe; print(rss_probe(sys.argv[1]))"
+    probe = {**vars(args), "only": only if only is not None else args.only}
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(probe)], capture_output=True, text=True, check=True)
+    return float(out.stdout.split()[-1])
+
+
+def rss_probe(args_json: str) -> float:
+    """What icl_only_rss runs in its own process."""
+    import argparse
+    import json
+
+    args = argparse.Namespace(**json.loads(args_json))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    for case in cases(args):
+        step = icl_trainer(case.cfg, case.depths, resolve_device(args.device))
+        for _ in range(3):
+            step()
+    try:  # VmHWM is this process's own peak; ru_maxrss may keep the parent's from before exec
+        status = Path("/proc/self/status").read_text()
+        return int(next(l for l in status.splitlines() if l.startswith("VmHWM:")).split()[1]) / 1024
+    except (OSError, StopIteration):
+        return max_rss_mib()
+
+
+@dataclass
+class Case:
+    name: str
+    cfg: RunConfig
+    depths: list[int]  # one stack of these depths
+    target: float | None = None  # speed-up aimed at (of speedup_vs_reference, or of the sweep over one after another)
+    # "full": icl.core.reference's models one after another; "looped": LOOPED's stack; "torch": the same
+    # stack with icl.core.native's kernels off (ICL_NATIVE=0); None: no reference
+    reference: str | None = "full"
+    shallow: list[int] | None = None  # also time icl on these depths and report the ratio (the deep sweep)
+
+
+def run_case(case: Case, device: torch.device, repeats: int) -> dict:
+    """icl (one stack of all `depths`) against the reference and, for a sweep, against icl's own
+    models trained one after another (the references always train one after another)."""
+    cfg, depths = case.cfg, case.depths
+    icl_step = icl_trainer(cfg, depths, device)
+    contenders = {"icl": icl_step}
+    if case.reference == "full":
+        contenders["reference"] = one_after_another([reference_trainer(cfg, L, device) for L in depths])
+    elif case.reference == "looped":
+        contenders["reference"] = icl_trainer(cfg, depths, device, looped=True)
+    elif case.reference == "torch":
+        contenders["reference"] = with_kernels(icl_trainer(cfg, depths, device), False)
+    if case.shallow:
+        contenders["icl_shallow"] = icl_trainer(cfg, case.shallow, device)
+    elif len(depths) > 1 and case.reference not in ("looped", "torch"):
+        contenders["icl_one_after_another"] = one_after_another([icl_trainer(cfg, [L], device) for L in depths])
+    flops = step_flops(icl_step)
+    sec, cpu = seconds_per_step(contenders, repeats, device)
+    # After the timing: the plain models' large tensors would leave the allocator holding memory
+    # that a fresh training process does not have, and the torch side's temporaries would reuse it.
+    check = check_same(cfg, depths, device)
+    row = {"case": case.name, "model": cfg.model, "depths": depths, "layers": sum(depths),
+           "dim": cfg.dim, "context_length": cfg.context_length, "batch_size": cfg.batch_size,
+           "key_dim": cfg.resolved_key_dim, **check,
+           "steps_per_second": {k: 1.0 / v for k, v in sec.items()}, "seconds_per_step": sec,
+           "cpu_seconds_per_step": cpu, "icl_matmul_flops_per_step": flops, "icl_flop_rate": flops / sec["icl"],
+           "icl_flops_per_cpu_second": flops / cpu["icl"]}
+    for other, key in (("reference", "speedup_vs_reference"), ("icl_one_after_another", "speedup_vs_one_after_another")):
+        if other in sec:
+            row[key] = sec[other] / sec["icl"]
+            row[key + "_cpu_time"] = cpu[other] / cpu["icl"]
+    if case.shallow:
+        row["shallow_depths"] = case.shallow
+        row["ratio_to_shallow"] = sec["icl"] / sec["icl_shallow"]
+        row["ratio_to_shallow_cpu_time"] = cpu["icl"] / cpu["icl_shallow"]
+    key = "speedup_vs_one_after_another" if "icl_one_after_another" in sec else "speedup_vs_reference"
+    if case.target is not None:
+        row.update(target=case.target, target_of=key, target_met=bool(row[key] >= case.target))
+    return row
+
+
+def sweep_name(depths: list[int]) -> str:
+    return f"{depths[0]}-{depths[-1]}"
+
+
+def cases(args) -> list[Case]:
+    """Every case, or those named in args.only."""
+    base = dict(dim=args.dim, context_length=args.context_length, batch_size=args.batch_size,
+                device=args.device, learning_rate=1e-3)
+    out = []
+    for model in ("softmax", "linear"):
+        cfg = RunConfig(model=model, **base)
+        for L in args.depths:
+            out.append(Case(f"{model} L={L}", cfg, [L], TARGETS[model].get(L)))
+    for model in args.sweep_models:
+        out.append(Case(f"{model} sweep {sweep_name(args.sweep_depths)}", RunConfig(model=model, **base),
+                        args.sweep_depths, TARGETS["sweep"], "full" if args.sweep_reference else None))
+    size = lambda s: dict(dim=s[0], context_length=s[1], batch_size=s[2], key_dim=s[3], device=args.device, learning_rate=1e-3)
+    for model in args.generalised_models:  # against their first implementation
+        out.append(Case(f"{model} L={sweep_name(args.generalised_depths)}", RunConfig(model=model, **size(args.generalised_size)),
+                        args.generalised_depths, TARGETS["generalised"], "looped"))
+    if args.quick_depths:  # the notebooks' controlled-model sweeps, against the same stack without the kernels
+        out.append(Case(f"softmax sweep {sweep_name(args.quick_depths)} (quick shape)",
+                        RunConfig(model="softmax", **size(args.quick_size)), args.quick_depths, TARGETS["quick"], "torch"))
+    if args.deep_sweep_depths:  # the controlled model deep, against its own 1-64 sweep
+        deep = args.deep_sweep_depths
+        out.append(Case(f"softmax sweep {sweep_name(deep)}", RunConfig(model="softmax", **size(args.deep_sweep_size)),
+                        deep, None, None, [L for L in deep if L <= 64]))
+    if args.only:
+        unknown = set(args.only) - {c.name for c in out}
+        if unknown:
+            raise ConfigError(f"only: no case named {sorted(unknown)[0]!r}; the cases are: {', '.join(c.name for c in out)}")
+        out = [c for c in out if c.name in args.only]
+    return out
+
+
+def markdown(result: dict) -> str:
+    m = result["machine"]
+    lines = [f"# icl bench ({m['device']}, {m['threads']} threads, torch {m['torch']})", "",
+             f"dim {result['dim']}, context {result['context_length']}, batch {result['batch_size']}; "
+             f"steps/s are medians over {result['repeats']} interleaved repeats; 'by CPU time' is the targeted "
+             f"ratio from this process's CPU seconds per step instead of wall-clock. Peak matmul rate "
+             f"{m['peak_gflops']:.1f} GFLOP/s; peak memory (max RSS) {m['max_rss_mib']:.0f} MiB "
+             f"(icl alone, in a fresh process: {m['max_rss_icl_mib']:.0f} MiB)"
+             + (f"; GPU memory peak {m['cuda_max_allocated_mib']:.0f} MiB." if "cuda_max_allocated_mib" in m else "."), "",
+             "| case | layers | d / P / batch / key_dim | icl steps/s | reference steps/s | icl / reference | icl / one after another "
+             "| target | met | by CPU time | icl GFLOP/s (of peak) | icl GFLOP per CPU-s | same (error / plain float32's) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in result["cases"]:
+        sps = r["steps_per_second"]
+        ref = f"{sps['reference']:.3f} | {r['speedup_vs_reference']:.1f}x" if "reference" in sps else "not run | "
+        seq = f"{r['speedup_vs_one_after_another']:.2f}x" if "speedup_vs_one_after_another" in r else ""
+        tgt = f">= {r['target']:g}x ({'sweep' if 'one_after' in r['target_of'] else 'ref'})" if "target" in r else ""
+        met = ("yes" if r["target_met"] else "**no**") if "target" in r else ""
+        by_cpu = f"{r[r['target_of'] + '_cpu_time']:.1f}x" if "target" in r else ""
+        size = f"{r['dim']} / {r['context_length']} / {r['batch_size']} / {r['key_dim']}"
+        lines.append(f"| {r['case']} | {r['layers']} | {size} | {sps['icl']:.2f} | {ref} | {seq} | {tgt} | {met} | {by_cpu} | "
+                     f"{r['icl_flop_rate'] / 1e9:.2f} ({r['icl_flop_fraction']:.1%}) | {r['icl_flops_per_cpu_second'] / 1e9:.2f} | "
+                     f"{'yes' if r['same'] else '**no**'} ({r['error_ratio']:.2g}) |")
+    lines.append("")
+    if any(r["model"] in LOOPED for r in result["cases"]):
+        lines.append("The reference of the generalised models (context_updates, shared_stream) is their first "
+                     "implementation (icl.core.looped), one stack of all depths. On a CPU they run in icl.core.native's C kernels, whose arithmetic torch's "
+                     "FLOP counter does not see: their GFLOP columns count only what is left in torch.")
+    for r in result["cases"]:
+        if "ratio_to_shallow" in r:
+            sec = r["seconds_per_step"]
+            lines.append(f"{r['case']} ({r['layers']} layers): {sec['icl']:.4f} s per step, {r['ratio_to_shallow']:.2f}x "
+                         f"the {sweep_name(r['shallow_depths'])} sweep's {sec['icl_shallow']:.4f} s (by CPU time "
+                         f"{r['ratio_to_shallow_cpu_time']:.2f}x); peak memory, icl alone in a fresh process: "
+                         f"{r['peak_rss_mib']:.0f} MiB (limit {DEEP_MEMORY_MIB} MiB: "
+                         f"{'met' if r['memory_met'] else '**not met**'}).")
+    lines.append("")
+    lines.append(f"Total wall time {result['wall_seconds']:.0f} s.")
+    load = max(m["load_average"])
+    if m["device"] == "cpu" and load > m["cores"]:
+        lines.append(f"The machine was busy (load average up to {load:.1f} on {m['cores']} cores): other "
+                     "processes took CPU time from both sides, and many small operations (icl) suffer more "
+                     "from waiting threads than a few large ones (the reference); `--threads 1` is steadier.")
+    return "\n".join(lines) + "\n"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--json", metavar="PATH", default="outputs/bench.json",
+                   help="write the results to PATH and a Markdown table next to it (.md) (default: outputs/bench.json)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"), help="(default: cpu)")
+    p.add_argument("--dim", type=int, default=32, help="(default: 32)")
+    p.add_argument("--context-length", type=int, default=128, help="(default: 128)")
+    p.add_argument("--batch-size", type=int, default=256, help="(default: 256)")
+    p.add_argument("--depths", type=int, nargs="+", default=[16, 64], help="single-model depths (default: 16 64)")
+    p.add_argument("--sweep-depths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64],
+                   help="depths of the batched sweep (default: 1 2 4 ... 64)")
+    p.add_argument("--sweep-models", nargs="*", default=["softmax", "linear"], choices=("softmax", "linear"),
+                   help="models whose depth sweep is benchmarked (default: softmax linear)")
+    p.add_argument("--sweep-reference", action="store_true",
+                   help="also time the reference on the sweep (slow: every depth, full attention)")
+    p.add_argument("--generalised-models", nargs="*", default=list(LOOPED), choices=tuple(LOOPED),
+                   help="generalised models timed against their first implementation (default: context_updates shared_stream)")
+    p.add_argument("--generalised-depths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64],
+                   help="their depths, one stack (default: 1 2 4 ... 64)")
+    p.add_argument("--generalised-size", type=int, nargs=4, default=[16, 64, 64, 4], metavar=("DIM", "P", "BATCH", "KEY_DIM"),
+                   help="their dim, context length, batch size and key_dim (default: 16 64 64 4)")
+    p.add_argument("--quick-depths", type=int, nargs="*", default=[2**i for i in range(7)],
+                   help="the controlled model's quick-shape sweep, timed against its torch path (ICL_NATIVE=0) "
+                        "(default: 1 2 4 ... 64; none: skip)")
+    p.add_argument("--quick-size", type=int, nargs=4, default=[16, 64, 256, 4], metavar=("DIM", "P", "BATCH", "KEY_DIM"),
+                   help="its dim, context length, batch size and key_dim (default: 16 64 256 4)")
+    p.add_argument("--deep-sweep-depths", type=int, nargs="*", default=[2**i for i in range(9)],
+                   help="the controlled model's deep sweep, timed against its depths up to 64 (default: 1 2 4 ... 256; none: skip)")
+    p.add_argument("--deep-sweep-size", type=int, nargs=4, default=[16, 64, 256, 4], metavar=("DIM", "P", "BATCH", "KEY_DIM"),
+                   help="its dim, context length, batch size and key_dim (default: 16 64 256 4)")
+    p.add_argument("--only", nargs="+", metavar="CASE", default=None,
+                   help='run only the cases of these names, e.g. --only "context_updates L=1-64" (default: all)')
+    p.add_argument("--repeats", type=int, default=5, help="timed repeats per contender (default: 5)")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: 0, torch's choice)")
+    # --- reproduce's parallel speed-up (icl/running/reproduce.py owns the measurement)
+    p.add_argument("--reproduce-jobs", type=int, default=0, metavar="N",
+                   help="also time `reproduce --profile ci` serially and with --jobs N (minutes; default: 0, skip)")
+
+
+def check_arguments(args) -> None:
+    """ConfigError (one line) for counts and sizes a benchmark cannot run with; the sizes themselves
+    are checked by RunConfig when the cases are made."""
+    for key in ("repeats", "threads", "reproduce_jobs"):
+        low = 1 if key == "repeats" else 0
+        if getattr(args, key) < low:
+            raise ConfigError(f"{key}: {getattr(args, key)} is not allowed; it must be an integer >= {low}")
+    for key in ("depths", "sweep_depths", "generalised_depths", "deep_sweep_depths"):
+        if any(L < 1 for L in getattr(args, key)):
+            raise ConfigError(f"{key}: {getattr(args, key)} is not allowed; every depth must be >= 1")
+    cases(args)  # every case's config (and --only's names)
+
+
+def run(args) -> int:
+    check_arguments(args)  # before anything is timed
+    start = time.perf_counter()
+    load_before = os.getloadavg()[0]
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    args.device = device.type
+    peak = peak_flop_rate(device)
+    rows = []
+    for case in cases(args):
+        print(f"bench: {case.name} ...", flush=True)
+        rows.append(run_case(case, device, args.repeats))
+        r = rows[-1]
+        r["icl_flop_fraction"] = r["icl_flop_rate"] / peak
+        if case.shallow:
+            r["peak_rss_mib"] = icl_only_rss(args, [case.name])
+            r["memory_met"] = r["peak_rss_mib"] < DEEP_MEMORY_MIB
+        print("  " + ", ".join(f"{k} {v:.3f} steps/s" for k, v in r["steps_per_second"].items()) + "; icl is "
+              + ", ".join(f"{r[k]:.2f}x {k[len('speedup_vs_'):]}" for k in r if k.startswith("speedup_vs_")), flush=True)
+    rss_icl = icl_only_rss(args)
+    result = {
+        "version": __version__, "dim": args.dim, "context_length": args.context_length,
+        "batch_size": args.batch_size, "repeats": args.repeats, "cases": rows,
+        "machine": {"device": device.type, "threads": torch.get_num_threads(), "torch": torch.__version__,
+                    "cpu": platform.processor() or platform.machine(), "peak_gflops": peak / 1e9,
+                    "max_rss_mib": max_rss_mib(), "max_rss_icl_mib": rss_icl, "cores": os.cpu_count(),
+                    "load_average": [load_before, os.getloadavg()[0]],
+                    **({"cuda_max_allocated_mib": torch.cuda.max_memory_allocated() / 2**20} if device.type == "cuda" else {})},
+        "wall_seconds": time.perf_counter() - start,
+    }
+    if args.reproduce_jobs:  # --- reproduce's parallel speed-up (icl/running/reproduce.py owns the measurement)
+        from .reproduce import parallel_speedup
+
+        result["reproduce_parallel"] = parallel_speedup(args.reproduce_jobs)
+        result["reproduce_parallel_speedup"] = result["reproduce_parallel"]["reproduce_parallel_speedup"]
+        r = result["reproduce_parallel"]
+        print(f"reproduce --profile ci: serial {r['serial_seconds']:.0f} s, --jobs {r['jobs']} {r['parallel_seconds']:.0f} s: "
+              f"{r['reproduce_parallel_speedup']:.2f}x (load average {r['load_average']:.1f} on {r['cores']} cores)")
+    from .files import write_atomic, write_json
+
+    path = Path(args.json)
+    if write_json(result, path, "the bench results") == path:  # elsewhere, said in one line, where it cannot be
+        write_atomic(path.with_suffix(".md"), markdown(result))
+    print(markdown(result))
+    ok = all(r["same"] for r in rows)
+    if not ok:
+        print("bench: the reference and icl disagree on some losses: the speed-ups compare different work")
+    return 0 if ok else 1

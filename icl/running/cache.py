@@ -1,0 +1,325 @@
+"""The run cache: one JSON file per run, written atomically (temporary file, fsync, rename).
+
+The key is a hash of
+- the run's full config,
+- the bytes of the source files that determine a result (`SOURCE_FILES`: train.py and every icl
+  module it imports, directly or not: config, tasks, models, decomposition, ...), hashed once
+  when this module is imported, so any change to the training code, even one byte, recomputes,
+- the torch version and the device type the run trains on (CPU and GPU numbers differ in the last
+  digits): `auto` resolved, so that `auto` on a CPU machine and `cpu` share their entries.
+
+An entry is used only if it parses, carries its own key, passes its checksum, holds exactly the
+requested config and has result fields of the expected types (`RESULT_FIELDS`: e.g. a finite
+float `final_loss`; `DIVERGED_FIELDS` for a run recorded as diverged, which a sweep reports and
+does not train again unless `retry_diverged`). Anything else is reported in one line on standard
+error and recomputed, never used.
+
+A run trained alone and the same run trained inside a batched group (other depths or learning
+rates in the same pass) can differ in the last float digit (float32 sums in another order, e.g.
+0.8777371 vs 0.8777372), yet they share one key: the cache holds whichever was trained first.
+A sweep retrains a half-cached group whole, so an interrupted sweep resumes to the numbers an
+uninterrupted one gives.
+
+Files are written 0644 and folders 0755, so a cache shared by a cluster's users is readable by
+all of them.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import math
+import os
+import stat
+import sys
+from pathlib import Path
+
+from .. import __version__
+from ..core.config import RunConfig
+from .files import write_atomic
+
+DEFAULT_ROOT = Path("outputs/runs")
+PACKAGE = Path(__file__).resolve().parents[1]  # icl/
+# The modules whose code decides what a run computes; source_files() adds what they import.
+SOURCE_ROOTS = ("core.train", "core.config", "core.tasks", "core.models", "core.decomposition")
+FILE_MODE, DIR_MODE = 0o644, 0o755
+MAX_ENTRY_BYTES = 64 * 2**20  # the least an entry may have; the largest results hold a few MB (entry_limit)
+# Environment variable naming a file that store() appends each new entry's key to (one a line):
+# `icl reproduce` counts the runs a notebook trained from it, even when notebooks run in parallel.
+STORE_LOG = "ICL_CACHE_STORE_LOG"
+
+
+def source_files(package: Path = PACKAGE, roots=SOURCE_ROOTS) -> list[Path]:
+    """The modules named in `roots` (dotted, below `package`: "core.train") and, transitively,
+    every icl module they import."""
+    seen: dict[str, Path] = {}
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        path = package.joinpath(*name.split(".")).with_suffix(".py")
+        if name in seen or not path.exists():
+            continue
+        seen[name] = path
+        folder = name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_bytes())):
+            if isinstance(node, ast.ImportFrom) and node.level >= 1:  # from .x import y, from ..core import x
+                base = folder[: len(folder) - (node.level - 1)]
+                if node.module:
+                    todo.append(".".join(base + node.module.split(".")))
+                else:  # an imported name is a module or, skipped above, an attribute such as __version__
+                    todo += [".".join(base + [a.name]) for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("icl."):
+                todo.append(node.module.split(".", 1)[1])
+    native = [p for n, p in seen.items() if n.endswith("native")]
+    kernels = sorted((native[0].parent / "kernels").glob("*.[ch]")) if native else []  # the C that native compiles
+    return sorted(seen.values(), key=lambda p: p.name) + kernels
+
+
+def source_hash(package: Path = PACKAGE, roots=SOURCE_ROOTS) -> str:
+    """sha256 over the names and bytes of source_files()."""
+    h = hashlib.sha256()
+    for path in source_files(package, roots):
+        data = path.read_bytes()
+        h.update(f"{path.name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+SOURCE_HASH = source_hash()  # once, at import: the code this process trains with
+
+
+def same_config(stored: dict, cfg: RunConfig) -> bool:
+    """Whether a stored config is cfg's, its device aside: the key holds the device type the run
+    trained on (run_key), so a run asked for as `auto` and stored as `cpu`, or back, is the same."""
+    return isinstance(stored, dict) and {**stored, "device": None} == {**cfg.to_dict(), "device": None}
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def run_key(cfg: RunConfig) -> str:
+    import torch
+
+    from ..core.train import resolve_device  # the device type is part of the key: CPU and GPU numbers differ
+
+    from ..core.native import in_use
+
+    device = resolve_device(cfg.device)
+    # The config with its device as resolved: `auto` on a CPU machine is the same run as `cpu`.
+    key = {"config": {**cfg.to_dict(), "device": device.type}, "version": __version__, "source": SOURCE_HASH,
+           "torch": torch.__version__, "device": device.type}
+    kernels = in_use(cfg, device)
+    if kernels:  # the C kernels (and their builds) and the torch path agree to float rounding, not bit for bit
+        key["kernels"] = kernels
+    return _digest(key)
+
+
+# --- what a stored result must look like (train.py's result dict) -------------------------
+
+def _finite(v) -> bool:
+    return isinstance(v, float) and math.isfinite(v)
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _curve(v) -> bool:
+    return (isinstance(v, dict) and isinstance(v.get("step"), list) and isinstance(v.get("loss"), list)
+            and len(v["step"]) == len(v["loss"]) > 0 and all(isinstance(s, int) for s in v["step"])
+            and all(_finite(x) for x in v["loss"]))
+
+
+RESULT_FIELDS = {  # name: (check, what it must be)
+    "config": (lambda v: isinstance(v, dict), "a mapping"),
+    "device": (lambda v: isinstance(v, str), "a string"),
+    "initial_loss": (_finite, "a finite float"),
+    "final_loss": (_finite, "a finite float"),
+    "validation_loss": (_finite, "a finite float"),
+    "target_power": (_finite, "a finite float"),
+    "loss_curve": (_curve, "{'step': [int], 'loss': [finite float]} of equal lengths"),
+    "wall_seconds": (_number, "a number"),
+    "steps_per_second": (_number, "a number"),
+    "models_in_pass": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
+    "plateau": (lambda v: isinstance(v, float), "a float"),
+    "converged": (lambda v: isinstance(v, bool), "a boolean"),
+}
+OPTIONAL_FIELDS = {  # present for some models or options only
+    "decomposition": (lambda v: isinstance(v, dict), "a mapping"),
+    "token_selection": (lambda v: isinstance(v, dict), "a mapping"),
+    "parameters": (lambda v: isinstance(v, dict), "a mapping"),
+    "modes": (lambda v: isinstance(v, dict), "a mapping"),
+    "focus": (lambda v: isinstance(v, dict), "a mapping"),
+}
+
+
+# A run that diverged (train.diverged_record): kept so that a rerun does not train it again.
+DIVERGED_FIELDS = {
+    "config": (lambda v: isinstance(v, dict), "a mapping"),
+    "device": (lambda v: isinstance(v, str), "a string"),
+    "diverged": (lambda v: v is True, "true"),
+    "diverged_step": (lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+                      "an integer >= 0 or null"),
+    "error": (lambda v: isinstance(v, str), "a string"),
+}
+
+
+def result_problem(result, cfg: RunConfig) -> str | None:
+    """Why `result` is not a run of `cfg` as train.py writes it, finished or diverged (None if it is)."""
+    if not isinstance(result, dict):
+        return f"its result is a {type(result).__name__}, not a mapping"
+    required = DIVERGED_FIELDS if "diverged" in result else RESULT_FIELDS
+    for name, (ok, what) in required.items():
+        if name not in result:
+            return f"its result has no {name!r}"
+        if not ok(result[name]):
+            return f"its {name!r} is {result[name]!r:.60}, not {what}"
+    for name, (ok, what) in OPTIONAL_FIELDS.items():
+        if name in result and not ok(result[name]):
+            return f"its {name!r} is not {what}"
+    if not same_config(result["config"], cfg):
+        return "its result is for another config"
+    return None
+
+
+class NotAnEntry(ValueError):
+    """A file where an entry should be that is not one: its message says why."""
+
+
+def read_regular(path: Path, limit: int) -> str:
+    """The text of `path` if it is a regular file of at most `limit` bytes. Anything else in a
+    cache is not an entry, and reading it could not end: a link to /dev/zero reads until memory
+    runs out, and a named pipe waits forever for a writer (hence O_NONBLOCK)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotAnEntry("it is not a regular file")
+        data = f.read(limit + 1)  # + 1: a file that grew after fstat is still caught
+    if info.st_size > limit or len(data) > limit:
+        raise NotAnEntry(f"it is larger than the {limit:,} bytes an entry may have")
+    return data.decode()
+
+
+def entry_limit(cfg: RunConfig) -> int:
+    """The most bytes an entry of `cfg` may have: ten times the JSON bound of its result
+    (icl.running.files.json_bytes, written with indents; an entry has none), and at least MAX_ENTRY_BYTES."""
+    from .files import json_bytes
+
+    return max(MAX_ENTRY_BYTES, 10 * json_bytes([cfg]))
+
+
+class RunCache:
+    def __init__(self, root: str | os.PathLike = DEFAULT_ROOT, retry_diverged: bool = False):
+        self.root = Path(root)
+        self.retry_diverged = retry_diverged  # serve diverged records as missing: they train again
+
+    def path(self, cfg: RunConfig) -> Path:
+        key = run_key(cfg)
+        return self.root / key[:2] / f"{key}.json"
+
+    def load(self, cfg: RunConfig, path: Path | None = None) -> dict | None:
+        """The stored result of `cfg` (at `path`, where the caller has it already), or None."""
+        path = path or self.path(cfg)
+        problem = None
+        try:
+            entry = json.loads(self.read_text(path, entry_limit(cfg)))
+            if entry["key"] != path.stem:
+                problem = "it is stored under another key"
+            elif entry["checksum"] != _digest(entry["result"]):
+                problem = "its checksum does not match its result"
+            elif not same_config(entry.get("config"), cfg):
+                problem = "it was stored for another config"
+            else:
+                problem = result_problem(entry["result"], cfg)
+        except FileNotFoundError:
+            return None
+        except NotAnEntry as err:
+            problem = str(err)
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError, OSError) as err:
+            problem = f"it does not parse ({type(err).__name__})"
+        if problem:
+            print(f"icl: cache entry {path} is corrupt or foreign ({problem}); recomputing it", file=sys.stderr)
+            return None
+        if self.retry_diverged and entry["result"].get("diverged"):
+            return None
+        return entry["result"]
+
+    def store(self, cfg: RunConfig, result: dict, path: Path | None = None) -> Path:
+        path = path or self.path(cfg)
+        self.write(path, {"key": path.stem, "checksum": _digest(result), "config": cfg.to_dict(), "result": result})
+        log = os.environ.get(STORE_LOG)
+        if log:
+            with open(log, "a") as f:
+                f.write(path.stem + "\n")
+        return path
+
+    def read_text(self, path: Path, limit: int = MAX_ENTRY_BYTES) -> str:
+        return read_regular(path, limit)
+
+    def write(self, path: Path, entry: dict) -> None:
+        """Write `entry` as JSON to `path` atomically (temporary file, fsync, rename), 0644."""
+        self._mkdirs(path.parent)
+        write_atomic(path, json.dumps(entry), FILE_MODE)  # readers see the old file or the whole new one
+
+    def _mkdirs(self, folder: Path) -> None:
+        missing = [p for p in (folder, *folder.parents) if not p.exists()]
+        folder.mkdir(parents=True, exist_ok=True)
+        for p in missing:
+            try:
+                os.chmod(p, DIR_MODE)
+            except OSError:  # made by someone else meanwhile
+                pass
+
+    def memo(self, kind: str, key: dict, compute, sources) -> dict:
+        """A derived value (e.g. a bound) under self.root/derived/kind/ (one level deeper than run
+        entries, so it is never counted as a run), keyed by `key` and the source hash of the modules
+        `sources` (and what they import); computed and written when missing or unreadable."""
+        full = {"kind": kind, "key": key, "source": source_hash(roots=tuple(sources))}
+        path = self.root / "derived" / kind / f"{_digest(full)}.json"
+        try:
+            entry = json.loads(self.read_text(path))
+            if entry["key"] == full and entry["checksum"] == _digest(entry["value"]):
+                return entry["value"]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        # The value as JSON gives it back (int dict keys become strings, and sort differently), so
+        # that its checksum is the one a later read computes.
+        value = json.loads(json.dumps(compute()))
+        try:
+            self.write(path, {"key": full, "checksum": _digest(value), "value": value})
+        except OSError as err:  # a full disk: the value is here, and a later call computes it again
+            print(f"icl: warning: {path} could not be written ({err.strerror}); the value is used without it",
+                  file=sys.stderr)
+        return value
+
+    def check_writable(self, folders=()) -> None:
+        """ConfigError unless new entries can be written to the cache and to each of `folders`
+        (the shard folders a sweep will store into: one made read-only, or another user's in a
+        shared cache, fails only there). Checked before training, so that no training is lost."""
+        from .paths import check_writable
+
+        for folder in [self.root, *sorted(set(folders))]:
+            check_writable(folder, "cache", self.root, "give a writable folder with --cache")
+
+
+class MemoryCache(RunCache):
+    """A run cache in this process's memory, for notebooks run with `cache_dir: null` (the ci
+    profile, nbval, golden copies): entries are checked as on disk, and nothing is left behind on
+    disk, even by a killed kernel."""
+
+    def __init__(self):
+        super().__init__("<memory>")
+        self.files: dict[Path, str] = {}
+
+    def read_text(self, path: Path, limit: int = 0) -> str:
+        if path not in self.files:
+            raise FileNotFoundError(path)
+        return self.files[path]
+
+    def write(self, path: Path, entry: dict) -> None:
+        self.files[path] = json.dumps(entry)
+
+    def check_writable(self, folders=()) -> None:
+        pass

@@ -1,0 +1,271 @@
+"""What every notebook needs and no notebook should define: checked parameters, runs through the
+cache, and outputs (figures, tables, results.json with the claim verdicts that `icl.claims`
+records) in one place.
+
+Papermill only *warns* about parameters a notebook does not declare. So the parameters cell ends
+with `nb.end_of_parameters(globals())`, which records the declared names and their defaults; the
+next cell calls `nb.parameters(globals())`, which stops on any name papermill injected that was
+not declared, and on any value of the wrong type or an impossible run setting.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..analysis import intervals
+from ..claims import round_numbers
+from ..core.config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, coerce, excerpt, field_names, within
+from ..core.suggest import did_you_mean
+from ..core.train import is_diverged
+from . import files, paths, processes
+from .cache import MemoryCache, RunCache
+from .paths import repo_root
+from .sweep import diverged, expand, run_sweep
+
+_DECLARED: dict[str, object] = {}
+EXPONENTS = ("input_exponent", "task_exponent")
+PARAMETER_TYPES = (bool, int, float, str, list, tuple, dict, type(None))
+
+
+def _parameter_like(ns: dict) -> dict:
+    return {k: v for k, v in ns.items() if not k.startswith("_") and isinstance(v, PARAMETER_TYPES) and k not in ("In", "Out")}
+
+
+def end_of_parameters(ns: dict) -> None:
+    """Record the names and defaults the parameters cell declared. The first call of icl in every
+    notebook, so it also sets up the kernel: a ConfigError shows as its one line, and a kernel of
+    `icl reproduce` ends with its worker, before it writes anything (`processes.kernel_started`)."""
+    _config_errors_in_one_line()
+    processes.kernel_started()
+    _DECLARED.clear()
+    _DECLARED.update({k: _copy(v) for k, v in _parameter_like(ns).items()})
+
+
+def _copy(v):
+    return json.loads(json.dumps(v)) if isinstance(v, (list, dict, tuple)) else v
+
+
+def _check_type(key: str, value, default) -> object:
+    if default is None or value is None:
+        return value
+    if isinstance(default, bool) != isinstance(value, bool):
+        raise ConfigError(f"{key}: {excerpt(value)} is not allowed; it must be a boolean like its default {default!r}")
+    if isinstance(default, float) and isinstance(value, int):
+        return float(value)
+    if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
+        return list(value)
+    if type(value) is not type(default):
+        kind = {"int": "an integer", "float": "a number", "str": "a string", "list": "a list", "dict": "a mapping"}
+        raise ConfigError(f"{key}: {excerpt(value)} is not allowed; it must be {kind.get(type(default).__name__, type(default).__name__)} "
+                          f"like its default {default!r}")
+    return value
+
+
+@dataclass
+class Settings:
+    """A notebook's validated parameters and what follows from them."""
+
+    values: dict
+    root: Path
+    output_dir: Path
+    cache: RunCache | None
+    claims: list = field(default_factory=list)
+
+    def __getitem__(self, key):
+        return self.values[key]
+
+    def _run_values(self) -> dict:
+        return {k: v for k, v in self.values.items() if k in field_names()}
+
+    def config(self, **overrides) -> RunConfig:
+        """The base run config: every RunConfig field the notebook declares, then overrides."""
+        return RunConfig.from_dict({**self._run_values(), **overrides}, "parameters")
+
+    def grid(self, depths, seeds, spectra, **overrides) -> list[RunConfig]:
+        """Every (spectrum, seed, depth) run on the notebook's settings and `overrides`, in that
+        nesting order (`sweep.expand`)."""
+        return expand({**self._run_values(), **overrides, "spectra": spectra, "seeds": seeds, "depths": depths}, "parameters")
+
+    def run(self, cfgs: list[RunConfig]) -> list[dict]:
+        """Train (or read from the cache) every config; groups train in one batched pass. A run that
+        diverged is named on standard error and left out of the list returned. Without a
+        cache_dir every call trains afresh, as it always did, in a cache that lives in memory only
+        (a temporary folder per call was left behind by every run)."""
+        cache = self.cache or MemoryCache()
+        results = run_sweep(cfgs, cache, progress=self.values.get("progress", True))
+        for line in diverged(results):  # the analyses read finished runs only
+            print(f"left out: {line}", file=sys.stderr)
+        return [r for r in results if not is_diverged(r)]
+
+    def path(self, name: str) -> Path:
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        return self.output_dir / name
+
+    def relpath(self, path: Path) -> str:
+        return os.path.relpath(path, self.root)
+
+
+def parameters(ns: dict, make_outputs: bool = True) -> Settings:
+    """Validate the notebook's parameters (declared + papermill-injected) and set up its output
+    folder (`make_outputs=False`: only check, as `icl reproduce` does before a notebook starts)."""
+    if not _DECLARED:
+        raise RuntimeError("call nb.end_of_parameters(globals()) at the end of the parameters cell")
+    current = _parameter_like(ns)
+    unknown = sorted(set(current) - set(_DECLARED))
+    if unknown:
+        raise ConfigError(f"unknown parameter {excerpt(unknown[0])}; this notebook's parameters are: {', '.join(sorted(_DECLARED))}"
+                          + did_you_mean(unknown[0], _DECLARED))
+    values = {k: _check_type(k, current[k], d) for k, d in _DECLARED.items()}
+    # A custom spectrum given on the papermill command line replaces the notebook's list of spectra.
+    if values.get("input_exponent") is not None or values.get("task_exponent") is not None:
+        values["spectra"] = [[_exponent(k, values.get(k)) for k in EXPONENTS]]
+    values.pop("input_exponent", None), values.pop("task_exponent", None)
+    _validate_axes(values)
+    if "bootstrap_resamples" in values:
+        intervals.set_resamples(values["bootstrap_resamples"])
+    if values.get("threads") is not None and values["threads"] < 0:  # -3 is truthy: it reached torch, a traceback
+        raise ConfigError(f"threads: {values['threads']} is not allowed; it must be an integer >= 0 (0: torch's choice)")
+    if values.get("threads"):
+        import torch
+
+        torch.set_num_threads(int(values["threads"]))
+    root = repo_root()
+    # The default output folder (a scratch folder) is named after the notebook: it takes only that
+    # notebook's outputs, at any profile, since a run here writes into it in place.
+    name = Path(_DECLARED["output_dir"]).name
+    out = paths.check_output_dir(root, values["output_dir"], notebook=name)  # before anything is written
+    cache = RunCache(root / values["cache_dir"]) if values.get("cache_dir") else None
+    settings = Settings(values, root, out, cache)
+    settings.config()  # every run setting is checked here, before anything trains
+    if make_outputs:
+        paths.make_own(out, name, values.get("profile", ""))
+    return settings
+
+
+def _validate_axes(values: dict) -> None:
+    for key, v in values.items():
+        if key.endswith(("depths", "key_dims", "dims", "context_lengths")) or key == "seeds":
+            if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+                raise ConfigError(f"{key}: {excerpt(v)} is not allowed; it must be a non-empty list of integers")
+            if key != "seeds" and min(v) < 1:
+                what = "depth" if key.endswith("depths") else "entry"
+                raise ConfigError(f"{key}: {excerpt(v)} is not allowed; every {what} must be >= 1")
+            if key == "seeds" and not all(SEED_RANGE[0] <= x <= SEED_RANGE[1] for x in v):
+                raise ConfigError(f"{key}: {excerpt(v)} is not allowed; every seed must be in [0, 2**32 - 1]")
+        if key.endswith("spectra"):
+            ok = isinstance(v, list) and all(isinstance(s, (list, tuple)) and len(s) == 2 and
+                                             all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in s) for s in v)
+            if not ok:
+                raise ConfigError(f"{key}: {excerpt(v)} is not allowed; it must be a list of [input_exponent, task_exponent] pairs")
+            for pair in v:
+                for name, x in zip(EXPONENTS, pair):
+                    within(f"{key}: {name}", x, *EXPONENT_RANGE)
+
+
+def _exponent(key: str, value) -> float:
+    """A custom spectrum's exponent from papermill or `reproduce -p`, as RunConfig would take it."""
+    x = coerce(key, 0.0 if value is None else value)  # ConfigError: "input_exponent: 'abc' is not a number"
+    within(key, x, *EXPONENT_RANGE)
+    return x
+
+
+def _config_errors_in_one_line() -> None:
+    """In a kernel (papermill, JupyterLab), a ConfigError shows as its one line, like the command
+    line's: its traceback (the frames of icl's checks) says nothing its message does not. Every
+    other exception keeps IPython's full traceback."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    def one_line(shell, etype, value, tb, tb_offset=None):  # _showtraceback: what the kernel sends as the error
+        shell._showtraceback(etype, value, shell.InteractiveTB.get_exception_only(etype, value))
+
+    shell = get_ipython()
+    if shell is not None:
+        shell.set_custom_exc((ConfigError,), one_line)
+
+
+# ---------------------------------------------------------------- outputs
+
+
+def save_figure(s: Settings, fig, name: str) -> str:
+    """PNG (for the README and the notebook) and PDF (for print); returns the PNG's repo path."""
+    import warnings  # matplotlib only where a figure is saved: importing icl.running.notebook stays light
+
+    from ..analysis import plot_audit, plots
+
+    png = s.path(f"{name}.png")
+    plots.save(fig, png, s.path(f"{name}.pdf"))
+    problems = plot_audit.figure_problems(fig)
+    if problems:
+        warnings.warn(f"figure {name}: " + "; ".join(problems), stacklevel=2)
+    return s.relpath(png)
+
+
+def markdown_table(df: pd.DataFrame, digits: int = 3) -> str:
+    fmt = lambda v: (f"{v:.{digits}g}" if isinstance(v, (float, np.floating)) and math.isfinite(v) else
+                     ("" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)))
+    rows = [[fmt(v) for v in r] for r in df.itertuples(index=False)]
+    head = "| " + " | ".join(map(str, df.columns)) + " |\n|" + "---|" * len(df.columns) + "\n"
+    return head + "".join("| " + " | ".join(r) + " |\n" for r in rows)
+
+
+def save_table(s: Settings, df: pd.DataFrame, name: str) -> str:
+    df.to_csv(s.path(f"{name}.csv"), index=False)
+    s.path(f"{name}.md").write_text(markdown_table(df))
+    return s.relpath(s.path(f"{name}.csv"))
+
+
+def write_results(s: Settings, numbers: dict) -> str:
+    """results.json: the parameters, every fitted number and the claim verdicts."""
+    payload = {"parameters": s.values, "numbers": round_numbers(numbers, 6), "claims": s.claims}
+    path = s.path("results.json")
+    files.write_atomic(path, json.dumps(payload, indent=1, default=str))  # a reader never sees half of it
+    return s.relpath(path)
+
+
+def fit_value(value, problem: str | None):
+    """A fitted number as a checked output prints it: the number, or 'ill-conditioned' where the
+    fit's conditioning rule (`icl.analysis.fit.ill_conditioned`, a table's `fit_problem`) flags it."""
+    return "ill-conditioned" if problem else value
+
+
+def show(numbers: dict, digits: int = 3) -> None:
+    """Print numbers rounded to `digits` significant digits, one per line: the lines nbval checks.
+    With ICL_CHECKED_VALUES naming a file (scripts/variants.py), each line is also appended to it
+    with its numbers unrounded, so that their spread across CPUs can be measured."""
+    record = os.environ.get("ICL_CHECKED_VALUES")
+    for k, v in numbers.items():
+        line = f"{k}: {_fmt(v, digits)}"
+        print(line)
+        if record:
+            with open(record, "a") as f:
+                f.write(json.dumps({"line": line, "values": _flat(v)}) + "\n")
+
+
+def _flat(v) -> list:
+    """Every number in a nesting of lists and dicts, in order (strings and booleans as they are)."""
+    if isinstance(v, dict):
+        return [x for item in v.values() for x in _flat(item)]
+    if isinstance(v, (list, tuple)):
+        return [x for item in v for x in _flat(item)]
+    if isinstance(v, (float, np.floating, int, np.integer)) and not isinstance(v, bool):
+        return [float(v)]
+    return [str(v)]
+
+
+def _fmt(v, digits):
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.{digits}g}" if math.isfinite(v) else "nan"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_fmt(x, digits) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_fmt(x, digits)}" for k, x in v.items()) + "}"
+    return str(v)

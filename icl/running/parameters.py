@@ -1,0 +1,80 @@
+"""What a reproduction runs: its notebooks and profiles, where a profile's outputs go, and each
+notebook's parameters (the defaults of its `parameters` cell, the profile's file
+params/<profile>/<name>.yaml, and overrides from the command line), checked before any kernel
+starts. A leaf of the running machinery: plan, staging, report and reproduce all read it.
+"""
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+from ..core.config import ConfigError
+from .sweep import read_yaml
+
+# The notebooks a reproduction runs, in the order a serial run takes them, and its profiles.
+NOTEBOOKS = ("01_easy_linear", "02_easy_nonlinear", "03_difficult", "04_generalized", "05_fitting_appendix",
+             "06_regimes", "07_mechanism", "08_heads_and_loops")
+# What each notebook reads from the others' outputs: it starts only once these have finished. A
+# notebook not listed can start at once. (06 trains a few runs that 03 trains too, its cells at
+# (d, P) = (16, 64) with three seeds; waiting for 03 would put 06 and 07 on one long chain.)
+NEEDS = {"05_fitting_appendix": ("01_easy_linear", "03_difficult", "04_generalized"),
+         "07_mechanism": ("03_difficult", "06_regimes"),
+         "08_heads_and_loops": ("03_difficult", "04_generalized")}  # shares their runs through the cache
+PROFILES = ("ci", "quick", "paper")
+
+
+def profile_root(profile: str) -> str:
+    """Where a profile's outputs go: the committed quick results at the top of outputs/."""
+    return "outputs" if profile == "quick" else f"outputs/{profile}"
+
+
+def declared_parameters(root: Path, name: str) -> dict:
+    """The notebook's parameters and their defaults, read from its `parameters` cell (every
+    top-level `name = literal`; papermill.inspect_notebook misreads a cell whose last line is
+    a call, as ours is)."""
+    nb = json.loads((root / "notebooks" / f"{name}.ipynb").read_text())  # json: nbformat takes seconds to import
+    cell = next((c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    source = "".join(cell["source"]) if cell is not None else ""
+    declared = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                declared[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:  # not a literal: the notebook checks it itself when it runs
+                declared[node.targets[0].id] = NOT_LITERAL
+    return declared
+
+
+NOT_LITERAL = object()
+
+
+def notebook_parameters(root: Path, profile: str, name: str, device: str | None, overrides: dict | None = None,
+                        threads: int | None = None) -> dict:
+    """The profile's parameters of one notebook, with the device, thread count and any
+    command-line overrides that the notebook declares. Its outputs go to the profile's folder
+    (outputs/ for quick, outputs/<profile>/ otherwise); the notebook's own default, for a run
+    outside `icl reproduce`, is a scratch folder."""
+    params = {"output_dir": f"{profile_root(profile)}/{name}", **read_yaml(root / "params" / profile / f"{name}.yaml")}
+    declared = declared_parameters(root, name)
+    if device and "device" in declared:  # notebooks that train nothing take no device
+        params["device"] = device
+    if threads and "threads" in declared:
+        params["threads"] = threads
+    params.update({k: v for k, v in (overrides or {}).items() if k in declared})
+    return params
+
+
+def check_parameters(root: Path, name: str, params: dict) -> None:
+    """Run the notebook's own parameter checks (icl.running.notebook.parameters) here, before any kernel
+    starts: a bad value is a ConfigError naming the notebook, the key and what is allowed."""
+    from . import notebook as nb
+
+    defaults = declared_parameters(root, name)
+    if any(v is NOT_LITERAL for v in defaults.values()):
+        return  # the notebook checks them itself when it runs
+    try:
+        nb.end_of_parameters(defaults)
+        nb.parameters({**defaults, **params}, make_outputs=False)
+    except ConfigError as err:
+        raise ConfigError(f"{name}: {err}") from None

@@ -1,0 +1,162 @@
+"""`icl reproduce --plan` and `--smoke`: what a profile will cost, and every code path of it on a
+small budget, before hours of device time are spent on it.
+
+- **plan**, without training: per notebook, the runs it trains (`icl.analysis.grids`, the notebooks' own
+  run lists), their groups (one batched pass each), training steps, estimated FLOPs, the memory
+  estimate of the largest group (`icl.core.memory`) against the device's memory, and an estimated time
+  from real training steps of the largest group of each model, timed on the spot
+  (`icl.running.workload`). A plan whose largest group cannot fit is refused.
+- **smoke**: every notebook at the profile's shapes (d, P, depths, key_dims, batch) for SMOKE's
+  two steps and small evaluation sets, end to end, into outputs/smoke/<profile>/ with no run cache:
+  every code path a real run takes except the time.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..core.config import ConfigError, RunConfig
+
+# What a smoke run changes, where a notebook declares the parameter: two training steps, evaluation
+# sets small enough to take seconds, and 20 seed resamples per interval (each distinct resample is a
+# curve fit of ~40 ms, 126 of them at five seeds with the default 2000); every shape stays the profile's.
+SMOKE = {"steps": 2, "eval_contexts": 64, "curve_contexts": 64, "eval_points": 2, "mode_eval_points": 2,
+         "mc_contexts": 500, "reference_contexts": 50, "fit_contexts": 64, "bootstrap_resamples": 20,
+         "progress": False}
+
+
+def smoke_overrides(profile: str, name: str) -> dict:
+    """SMOKE, and the scratch folders of a smoke run of `profile` (nothing under outputs/<profile>)."""
+    root = f"outputs/smoke/{profile}"
+    return {**SMOKE, "output_dir": f"{root}/{name}", "results_root": root, "cache_dir": None}
+
+
+def settings(root: Path, name: str, params: dict):
+    """A notebook's validated Settings from its parameters (`reproduce.notebook_parameters`), as its
+    parameters cell would make them (no output folder is made)."""
+    from . import notebook as nb
+    from .parameters import declared_parameters
+
+    declared = declared_parameters(root, name)
+    nb.end_of_parameters(declared)
+    return nb.parameters({**declared, **params}, make_outputs=False)
+
+
+def notebook_runs(root: Path, profile: str, name: str, params: dict) -> list[RunConfig]:
+    """Every config a notebook trains with `params` (none for one that trains nothing)."""
+    from ..analysis import grids
+    from .parameters import notebook_parameters
+
+    of = {"01_easy_linear": grids.easy_linear, "02_easy_nonlinear": grids.easy_nonlinear, "03_difficult": grids.difficult,
+          "04_generalized": grids.generalized, "06_regimes": grids.regimes,
+          "07_mechanism": lambda s: grids.mechanism(s, settings(root, "03_difficult", notebook_parameters(
+              root, profile, "03_difficult", params.get("device"))).values),
+          "08_heads_and_loops": grids.heads_and_loops}
+    if name not in of:
+        return []
+    return [c for cfgs in of[name](settings(root, name, params)).values() for c in cfgs]
+
+
+def remaining(root: Path, runs: list[RunConfig], params: dict) -> list[list[RunConfig]]:
+    """The groups of `runs` a notebook will train: those with a run missing from its run cache."""
+    from .cache import RunCache
+    from .sweep import groups
+
+    cache = RunCache(root / params["cache_dir"]) if params.get("cache_dir") else None
+    return [g for g in groups(runs) if cache is None or any(cache.load(c) is None for c in g)]
+
+
+def check_work(root: Path, profile: str, names: list[str], params: dict[str, dict], yes: bool) -> dict[str, float]:
+    """Each notebook's estimated seconds of what is left to train (the runs not in its run cache),
+    by the estimate of `icl train` and `icl sweep` (workload.estimate); ConfigError above their
+    bound, workload.DAY in all, unless `yes`."""
+    from .workload import DAY, duration, estimate
+
+    todo = {n: remaining(root, notebook_runs(root, profile, n, params[n]), params[n]) for n in names}
+    cost = {n: estimate(left)["seconds"] if left else 0.0 for n, left in todo.items()}
+    if sum(cost.values()) > DAY and not yes:
+        worst = max(cost, key=cost.get)
+        raise ConfigError(f"work: about {duration(sum(cost.values()))} of training on this machine ({worst}: "
+                          f"{duration(cost[worst])}), more than a day; pass --yes to run it anyway, or lower steps, "
+                          "seeds or depths (--plan shows each notebook's share)")
+    return cost
+
+
+def critical_first(names: list[str], cost: dict[str, float], needs: dict[str, tuple]) -> list[str]:
+    """The notebooks in the order to start them with several at once: by the longest chain of work
+    that waits on each (its own cost plus the longest chain of the notebooks that need it)."""
+    waiting = {n: [m for m in names if n in needs.get(m, ())] for n in names}
+    chain: dict[str, float] = {}
+
+    def length(n: str) -> float:
+        if n not in chain:
+            chain[n] = cost.get(n, 0.0) + max((length(m) for m in waiting[n]), default=0.0)
+        return chain[n]
+
+    return sorted(names, key=lambda n: -length(n))
+
+
+def notebook_plan(runs: list[RunConfig], device: str) -> dict:
+    """Runs, groups, steps, FLOPs, the largest group's memory against the device's, and the time."""
+    from .gpu_plan import model_flops
+    from ..core.memory import estimate_bytes, memory_limit
+    from .sweep import groups
+    from .workload import estimate
+
+    if not runs:
+        return {"runs": 0, "groups": 0, "steps": 0, "flops": 0.0, "memory": 0, "limit": None, "seconds": 0.0}
+    todo = groups(runs)
+    memory = max(estimate_bytes(g[0], [c.depth for c in g]) for g in todo)
+    if device == "cuda":  # planned on paper for an H100-class GPU, not timed here
+        from . import gpu_plan
+
+        (limit, what), paper = gpu_plan.memory_limit(), gpu_plan.estimate(todo)
+    else:
+        (limit, what), paper = memory_limit(device), None
+    return {"runs": len(runs), "groups": len(todo), "steps": sum(g[0].steps for g in todo),
+            "flops": sum(g[0].steps * model_flops(g[0], [c.depth for c in g]) for g in todo),
+            "memory": memory, "limit": limit, "limit_what": what,
+            "seconds": paper["seconds"] if paper else estimate(todo)["seconds"], "gpu_parts": paper}
+
+
+def plan(root: Path, profile: str, names: list[str], device: str, overrides: dict | None = None, log=print) -> dict:
+    """The plan of every notebook in `names`; ConfigError when a notebook's largest group cannot fit."""
+    from .parameters import notebook_parameters
+    from ..core.train import resolve_device
+    from .workload import duration, size
+
+    kind = "cuda" if device == "cuda" else resolve_device(device).type  # cuda: on paper, with or without a GPU here
+    where = "one H100-class GPU (planned on paper, not measured)" if kind == "cuda" else f"this {kind}"
+    out = {}
+    for name in names:
+        params = notebook_parameters(root, profile, name, device, overrides)
+        p = out[name] = notebook_plan(notebook_runs(root, profile, name, params), kind)
+        if p["limit"] is not None and p["memory"] > p["limit"]:
+            raise ConfigError(f"plan: {name}'s largest group needs about {size(p['memory'])} at once, more than "
+                              f"{p['limit_what']} ({size(p['limit'])}); lower its batch_size, eval_contexts or depths")
+        if not p["runs"]:
+            log(f"{name}: trains nothing")
+            continue
+        log(f"{name}: {p['runs']} runs in {p['groups']} groups, {p['steps']:,} steps, {p['flops']:.3g} FLOP, "
+            f"largest group {size(p['memory'])}" + (f" of {size(p['limit'])}" if p["limit"] else "")
+            + f", about {duration(p['seconds'])} on {where}" + (gpu_parts(p["gpu_parts"]) if p["gpu_parts"] else ""))
+    total = sum(p["seconds"] for p in out.values())
+    parts = [p["gpu_parts"] for p in out.values() if p.get("gpu_parts")]
+    summed = gpu_parts({k: sum(q[k] for q in parts) for k in parts[0]}) if parts else ""
+    log(f"total: about {duration(total)} of training on {where}{summed} (one notebook at a time; "
+        + ("the evaluation's forward passes included" if parts else "the evaluation and the bounds come on top") + ")")
+    return out
+
+
+def gpu_parts(parts: dict) -> str:
+    """' (kernel launches 3.6 h, arithmetic 53 min, ...)': where a GPU plan's time goes (icl.running.gpu_plan)."""
+    from .workload import duration
+
+    names = {"launches": "kernel launches", "arithmetic": "arithmetic", "evaluation": "evaluation"}
+    return " (" + ", ".join(f"{names[k]} {duration(v)}" for k, v in parts.items() if k in names and v > 0) + ")"
+
+
+def run_plan(root: Path, profile: str, names: list[str], device: str, overrides: dict) -> int:
+    say = lambda line: print(line, file=sys.stderr, flush=True)
+    plan(root, profile, names, device, overrides, log=say)
+    return 0

@@ -1,0 +1,222 @@
+"""REPORT.md and claims.json from every notebook's results.json: a table with one row per claim
+first (icl.running.claim_report), then the headline numbers (icl.running.summary) and the regime story of notebook
+06, one section per claim, the limits and history pages, a warning for each notebook whose last run
+failed, and the last run's times. At the ci profile its first line says that its verdicts only test
+the pipeline. `python -m icl report` rewrites it from the results on disk, running nothing."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+from ..core.config import ConfigError
+from . import claim_report, summary
+from . import paths
+from .files import write_atomic
+from .parameters import NOTEBOOKS, PROFILES, profile_root
+from .paths import repo_root
+from .staging import readable_timings
+
+REGIMES = "06_regimes"
+
+
+def regime_section(base: Path) -> str:
+    """What a reader should see first: the bound, where inverse-depth decay appears, the full-rank
+    result and the regime figure, in numbers from notebook 06 (empty if it has not run)."""
+    data = summary.results(base, REGIMES)
+    if data is None:
+        return ""
+    import pandas as pd
+
+    rows = data["numbers"]["regimes"]
+    table = pd.DataFrame(rows)
+    full, limited = table[table.key_dim == table.dim], table[table.key_dim < table.dim]
+    lines = ["## Why depth helps softmax attention here, and where it does not\n",
+             "The *softmax bound* is the best isotropic softmax of the cosine, "
+             "f_β = Σ_μ softmax_μ(β cos(x_q, x_μ)) y_μ with the best β and readout; the *mixture bound* is the best "
+             "non-negative combination of such softmaxes over many β, which caps any ensemble of isotropic layers. "
+             "Both are computed from the task alone (`icl.analysis.bounds`). Notebook 06 trains the controlled softmax model "
+             "in every cell below and sets it against them.\n"]
+    if len(full):
+        gap = (1 - full.R_deepest / full.R_1)
+        lines.append(f"- **Full rank** (k = d, {len(full)} cells): one layer is within "
+                     f"{_pct((full.R_1 / full.single_bound - 1).abs().max())} of the softmax bound; the deepest model "
+                     f"is at most {_pct(gap.max())} below one layer, and the mixture bound is only "
+                     f"{_pct((1 - full.mixture_bound / full.single_bound).max())} below the softmax bound.")
+    if len(limited):
+        ratio = limited.R_deepest / limited.single_bound
+        lines.append(f"- **Rank-limited** (k < d, {len(limited)} cells): the loss falls from R_1 = "
+                     f"{limited.R_1.min():.3f}–{limited.R_1.max():.3f} to R_deepest = {limited.R_deepest.min():.3f}–"
+                     f"{limited.R_deepest.max():.3f}, fitted α from {limited.alpha.min():.2f} to {limited.alpha.max():.2f}; "
+                     f"the deepest models end at {ratio.min():.2f}–{ratio.max():.2f} × the softmax bound (claim R3).")
+    beats = table[table.deep_beats_single]
+    lines.append(f"- A deep model beat the best single layer of its (d, P) in {len(beats)} of {len(table)} cells"
+                 + (": " + ", ".join(f"d={r.dim}, P={r.context_length}, k={r.key_dim} "
+                                     f"({_pct(1 - r.R_deepest / r.best_single_layer)})" for r in beats.itertuples())
+                    if len(beats) else "") + ".\n")
+    lines.append(f"![regime map]({REGIMES}/regime_map.png)\n")
+    lines.append(summary.regime_table(base))
+    return "\n".join(lines) + "\n"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * float(x):.1f} %"
+
+
+# ---------------------------------------------------------------- the report
+
+
+PIPELINE_ONLY = ("**These verdicts only test the pipeline.** The ci profile and `--smoke` runs train tiny or "
+                 "few-step models; their numbers and verdicts say nothing about the paper's claims (the quick "
+                 "profile's do).\n\n")
+
+
+def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
+    """REPORT.md and claims.json in `base` (a profile's outputs): one row per claim, from the
+    results.json of each of `notebooks`, then the headline tables and one section per claim."""
+    rows, unreadable = [], []
+    for name in notebooks:
+        data = summary.results(base, name)
+        if data is not None:
+            rows += [{**c, "notebook": name} for c in data.get("claims", [])]
+        elif (base / name / "results.json").exists():
+            unreadable.append(name)
+    rows.sort(key=claim_order)
+    write_atomic(base / "claims.json", json.dumps(rows, indent=1))
+    times = read_times(base / "timings.json")
+    limits = os.path.relpath(root / "docs" / "limits.md", base)
+    pipeline_only = profile == "ci" or "smoke" in base.parts  # `--smoke` writes under outputs/smoke/PROFILE
+    text = ((PIPELINE_ONLY if pipeline_only else "") + f"# Reproduction report ({profile} profile)\n\n"
+            "Each claim of the paper in our words (C1–C10) and of our own regime map, mechanism, heads and loops (R1–R9), "
+            "with the verdict under the criterion its notebook states before the numbers are computed. A number "
+            "is given as value [95 % interval over seeds]; ✓ a check holds, ✗ it fails.\n\n"
+            + failure_lines(times) + unreadable_lines(unreadable) + claims_at_a_glance(rows, root, base)
+            + summary.alpha_answer(base)
+            + section("C4's exponents (notebook 03)", summary.c4_table(base), summary.fit_sensitivity(base, limits))
+            + regime_section(base) + section("The mechanism (notebook 07)", summary.mechanism_table(root, base),
+                                              "![ablation](07_mechanism/ablation.png)\n")
+            + ("## Each claim\n\n" + "\n".join(claim_report.section(c, root, base) for c in rows) if rows else "")
+            + "".join(included(root / "docs" / page) for page in ("limits.md", "history.md"))
+            + timing_line(times))
+    write_atomic(base / "REPORT.md", text)
+    if base.resolve() == (root / "outputs").resolve():  # the committed quick-profile outputs: the README shows them
+        summary.update_readme(root, summary.readme_block(root, base, rows))
+    return base / "REPORT.md"
+
+
+def claims_at_a_glance(rows: list[dict], root: Path, base: Path) -> str:
+    """The table that opens the report: one row per claim, with the check that decided it."""
+    if not rows:
+        return "No results yet: run `make reproduce`.\n\n"
+    return "## The claims at a glance\n\n" + claim_report.summary_table(rows, root, base) + "\n" + claim_report.DECIDED_BY + "\n\n"
+
+
+def included(page: Path) -> str:
+    """A docs/ page as a section of the report (its title one level down), or nothing if absent. The
+    report lies in outputs/, beside docs/: the page's links to its neighbours get a ../docs/ prefix
+    (its ../ links already fit)."""
+    if not page.exists():
+        return ""
+    text = re.sub(r"\]\((?!\.\./|https?:|#)", "](../docs/", page.read_text())
+    return "\n" + text.replace("# ", "## ", 1)
+
+
+def section(title: str, body: str, after: str = "") -> str:
+    """A report section, or nothing where its notebook has not run."""
+    return f"## {title}\n\n{body}\n{after}\n" if body else ""
+
+
+TOTAL = "total"  # the key of timings.json that holds the whole run's wall time, beside one per notebook
+
+
+def timing_line(times: dict) -> str:
+    """Wall time of each notebook in its last run, with how many runs it trained (the rest were
+    read from the run cache, which is what makes a second run fast), or that it failed."""
+    if not times:
+        return ""
+
+    def part(name, t):
+        if t.get("status", "ok") != "ok":
+            return f"{name} FAILED after {t['seconds']:.0f} s"
+        trained = "no run cache" if t["runs_trained"] is None else f"{t['runs_trained']} runs trained"
+        return f"{name} {t['seconds']:.0f} s ({trained})"
+
+    times = dict(times)
+    total = times.pop(TOTAL, None)
+    parts = [part(name, t) for name, t in sorted(times.items())]
+    line = "\nWall time of each notebook's last run: " + ", ".join(parts) + ".\n"
+    if total:
+        line += (f"The last `icl reproduce` ({len(total['notebooks'])} notebooks, --jobs {total['jobs']}) took "
+                 f"{total['seconds'] / 60:.1f} min of wall time, finished {total['finished']}.\n")
+    return line
+
+
+def failure_lines(times: dict) -> str:
+    """A warning at the top of the report for each notebook whose last run failed."""
+    lines = [f"> **The last run of `{name}` failed** ({t.get('error', 'no reason recorded')}"
+             + (f"; log: `{t['log']}`" if t.get("log") else "")
+             + "). Its rows below, if any, come from its previous complete run.\n"
+             for name, t in sorted(times.items()) if t.get("status", "ok") != "ok"]
+    return "".join(lines) + ("\n" if lines else "")
+
+
+def read_times(path: Path) -> dict:
+    """timings.json, or nothing where it is missing or cannot be read (`staging.readable_timings`
+    names and removes such a file before a run or `icl report`): the times never cost the report."""
+    try:
+        times = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return times if isinstance(times, dict) and all(isinstance(t, dict) for t in times.values()) else {}
+
+
+def unreadable_lines(names: list[str]) -> str:
+    """A warning for each notebook whose results.json cannot be read: its claims are left out."""
+    lines = [f"> **`{name}/results.json` cannot be read** (a merge conflict or a cut-off copy?): its claims are "
+             f"left out below; run `icl reproduce --only {name}` to write it again.\n" for name in names]
+    return "".join(lines) + ("\n" if lines else "")
+
+
+def claim_order(c: dict) -> tuple:
+    """C1 < C2 < ... < C6a < C6b < ... < C10: by number, then by the letter after it."""
+    m = re.fullmatch(r"C(\d+)(\w*)", c["id"])
+    return (int(m.group(1)), m.group(2)) if m else (10**6, c["id"])
+
+
+def record_times(base: Path, times: dict, seconds: float, jobs: int) -> None:
+    """timings.json: each notebook's last wall time, runs trained and status (notebooks not run this
+    time keep their entries), and the whole run's wall time under report.TOTAL."""
+    path = base / "timings.json"
+    old = json.loads(path.read_text()) if path.exists() else {}
+    keep = ("seconds", "runs_trained", "status", "error", "log")
+    total = {"seconds": round(seconds, 1), "jobs": jobs, "notebooks": sorted(times),
+             "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    now = {n: {k: t[k] for k in keep if k in t} for n, t in times.items()}
+    write_atomic(path, json.dumps({**old, **now, TOTAL: total}, indent=1))
+
+
+def profile_report(root: Path, profile: str, base: Path | None = None) -> Path:
+    """REPORT.md and claims.json of a profile (in `base`, default its outputs folder) from its
+    notebooks' results."""
+    return write_report(root, base or root / profile_root(profile), profile, NOTEBOOKS)
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)} (default: quick)")
+    p.add_argument("--outputs", metavar="DIR", help="the folder a run wrote with --outputs DIR (default: the profile's)")
+
+
+def run(args) -> int:
+    """`icl report`: REPORT.md and claims.json (and, for the committed quick outputs, the README's
+    results block) rewritten from the results.json files on disk; no notebook runs."""
+    if args.profile not in PROFILES:
+        raise ConfigError(f"profile: unknown value {args.profile!r}; allowed: {', '.join(PROFILES)}")
+    root = repo_root()
+    base = root / (args.outputs or profile_root(args.profile))
+    if not base.is_dir():
+        raise ConfigError(f"outputs: no folder {base}; run `icl reproduce --profile {args.profile}` first")
+    readable_timings(base / "timings.json", print)
+    print(paths.shown(profile_report(root, args.profile, base), root))
+    return 0

@@ -1,0 +1,330 @@
+"""`python -m icl reproduce` runs every notebook with papermill at a profile's parameters and
+gathers the claim verdicts into REPORT.md; `python -m icl golden` writes the ci-profile copies
+in tests/golden/ that nbval compares against.
+
+Before any notebook starts, the device and every notebook's parameters are checked (the same
+checks the notebook's own parameters cell makes), so a bad value stops in one line. A notebook
+executes into a staging folder next to its outputs and replaces `outputs/<name>/` only when it
+completes (icl.running.staging): a killed or failed run leaves the previous outputs whole, and REPORT.md
+(icl.running.report) says that the last run failed. With `--jobs N`, independent notebooks run in N
+processes at once, one thread each; a notebook starts only after those it reads (`NEEDS`) have
+finished. Its workers and kernels end with it, and the next run of the profile waits for them
+(icl.running.processes).
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, wait
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..core.config import EXCERPT, ConfigError, excerpt
+from ..core.suggest import did_you_mean
+from . import paths, processes
+from .parameters import (NEEDS, NOTEBOOKS, PROFILES, check_parameters, declared_parameters, notebook_parameters,
+                         profile_root)
+from .plan import SMOKE
+from .processes import cores
+from .report import profile_report as write_report, record_times
+from .staging import (check_destinations, destinations, publish, readable_timings, report_folder, staging_folder,
+                      staging_paths)
+from .sweep import load_yaml
+
+DEVICES = ("auto", "cpu", "cuda")
+# The kernel draws with the inline backend whatever MPLBACKEND the caller has (Agg would leave
+# the executed notebooks without figures); icl.analysis.plots.style() switches to it as well.
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def check_device(params: dict) -> None:
+    from ..core.train import resolve_device
+
+    resolve_device(params.get("device", "auto"))  # ConfigError: cuda asked for, none available
+
+
+def execute(root: Path, name: str, params: dict, out: Path, progress: bool = False,
+            connection: Path | None = None) -> float:
+    """papermill; the kernel's connection file (which holds its key) at `connection`, not in /tmp,
+    where a killed run would leave it."""
+    import papermill
+    from traitlets.config import Config
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    papermill.execute_notebook(str(root / "notebooks" / f"{name}.ipynb"), str(out), parameters=params,
+                               kernel_name="python3", cwd=str(root / "notebooks"), progress_bar=progress,
+                               config=Config({"KernelManager": {"connection_file": str(connection)}} if connection else {}))
+    seconds = time.perf_counter() - start
+    relative_paths(out, root)
+    return seconds
+
+
+def relative_paths(notebook: Path, root: Path) -> None:
+    """papermill records the absolute input and output paths; a committed notebook should not
+    carry the layout of the machine that ran it, so they become relative to the repository."""
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    meta = nb.metadata.get("papermill", {})
+    for key in ("input_path", "output_path"):
+        if meta.get(key) and Path(meta[key]).is_absolute():
+            meta[key] = os.path.relpath(meta[key], root)
+    deterministic(nb)
+    nbformat.write(nb, notebook)
+
+
+TIMESTAMPS = ("start_time", "end_time", "duration")
+
+
+def deterministic(nb) -> None:
+    """Drop what changes on every execution of unchanged code (timestamps, durations, the random
+    id of papermill's injected cell), so that a diff of an executed notebook means something."""
+    for key in TIMESTAMPS:
+        nb.metadata.get("papermill", {}).pop(key, None)
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        for key in TIMESTAMPS:
+            cell.metadata.get("papermill", {}).pop(key, None)
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell["id"] = "injected-parameters"
+
+
+def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
+    """Execute one notebook into its staging folder and publish it if it completes. Runs in a
+    worker process with --jobs; returns {"seconds", "runs_trained", "status", "error", "log"}."""
+    from papermill.exceptions import PapermillExecutionError
+
+    root = Path(root)
+    where = staging_paths(root, params, name)
+    paths.remove_own(where["stage"])  # what a killed run left (run_all checked that icl made it)
+    paths.make_own(where["stage"], name, params.get("profile", ""))
+    for key in ("log", "stored", "connection"):
+        where[key].unlink(missing_ok=True)
+    staged = {**params, "output_dir": os.path.relpath(where["stage"], root)}
+    out = where["stage"] / f"{name}.ipynb"
+    start = time.perf_counter()
+    result = {"status": "ok"}
+    kernel_log = where["log"].with_suffix(".kernel.log")
+    try:
+        with kernel_environment({**env, "ICL_CACHE_STORE_LOG": str(where["stored"])}, kernel_log):
+            execute(root, name, staged, out, progress=False, connection=where["connection"])
+    except PapermillExecutionError as err:
+        cause = (err.evalue or "").strip().splitlines()
+        result = {"status": "failed", "ename": err.ename,
+                  "error": f"{err.ename}: {cause[0] if cause else ''} (in cell [{err.exec_count}])"}
+        write_log(where["log"], str(err))
+    except Exception as err:  # the kernel died, a file could not be written, ...
+        import traceback
+
+        result = {"status": "failed", "ename": type(err).__name__, "error": f"{type(err).__name__}: {err}".splitlines()[0]}
+        write_log(where["log"], traceback.format_exc())
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    stored = where["stored"].read_text().split() if where["stored"].exists() else []
+    where["stored"].unlink(missing_ok=True)
+    result["runs_trained"] = len(stored) if params.get("cache_dir") else None
+    if result["status"] == "ok":
+        kernel_log.unlink(missing_ok=True)
+        publish(root, where)
+    else:
+        result["log"] = os.path.relpath(where["log"], root)
+        if out.exists():
+            result["notebook"] = os.path.relpath(out, root)
+    return result
+
+
+@contextmanager
+def kernel_environment(env: dict, kernel_log: Path):
+    """`env` in os.environ, which the kernel papermill starts inherits, and standard error into
+    `kernel_log`: the kernel writes its own warnings there, so that the terminal shows one start and
+    one end line per notebook. Both as they were afterwards."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    sys.stderr.flush()
+    saved_fd, sink = os.dup(2), os.open(kernel_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(sink, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved_fd, 2)
+        os.close(saved_fd), os.close(sink)
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+
+
+def write_log(path: Path, text: str) -> None:
+    """The notebook's traceback, then what its kernel wrote to standard error."""
+    kernel = path.with_suffix(".kernel.log")
+    extra = kernel.read_text(errors="replace") if kernel.exists() else ""
+    path.write_text(re.sub(r"\x1b\[[0-9;]*m", "", text + ("\n--- kernel's standard error ---\n" + extra if extra else "")))
+
+
+def hold_lock(root: Path, profile: str):
+    """The profile's lock (processes.hold_lock): held until the returned file is closed."""
+    return processes.hold_lock(staging_folder(root / profile_root(profile)), f"icl reproduce --profile {profile}")
+
+
+def check_overrides(root: Path, names: list[str], overrides: dict) -> None:
+    """ConfigError for a -p key that none of `names` declares (the run and --plan alike)."""
+    declared = {k for n in names for k in declared_parameters(root, n)}
+    unknown = sorted(set(overrides) - declared)
+    if unknown:
+        raise ConfigError(f"unknown parameter {excerpt(unknown[0])} for {', '.join(names)}{did_you_mean(unknown[0], declared)}")
+
+
+def checked_parameters(root: Path, profile: str, names: list[str], device: str | None, jobs: int,
+                       overrides: dict | None, own: dict[str, dict] | None) -> dict[str, dict]:
+    """Every notebook's parameters, checked before anything runs: no override that no notebook
+    declares, the device, every notebook's own checks, and where each will write."""
+    threads = 1 if jobs > 1 else None
+    check_overrides(root, names, overrides or {})
+    params = {n: notebook_parameters(root, profile, n, device, {**(overrides or {}), **(own or {}).get(n, {})}, threads)
+              for n in names}
+    for n in names:  # the device first: a missing GPU is the most common stop
+        check_device(params[n])
+    for n in names:
+        check_parameters(root, n, params[n])
+    check_destinations(root, params)
+    return params
+
+
+def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs: int = 1,
+            overrides: dict | None = None, log=print, own: dict[str, dict] | None = None, yes: bool = False) -> dict[str, dict]:
+    """Run notebooks (in dependency order, up to `jobs` at once); each one's result by name.
+    `own`: parameters per notebook on top of `overrides` (a smoke run's output folders). Refused
+    above a day of estimated training unless `yes` (`plan.check_work`)."""
+    from . import plan
+
+    params = checked_parameters(root, profile, names, device, jobs, overrides, own)
+    cost = plan.check_work(root, profile, names, params, yes)  # seconds of what is left to train, per notebook
+    lock = hold_lock(root, profile)  # noqa: F841 (held until this function returns)
+    registry = root / profile_root(profile) / ".staging" / ".processes"  # where workers and kernels register
+    env = {"MPLBACKEND": INLINE_BACKEND, processes.REGISTRY_ENV: str(registry), **(ONE_THREAD if jobs > 1 else {})}
+    number = {n: i for i, n in enumerate(names, 1)}
+    results: dict[str, dict] = {}
+    pending, running = plan.critical_first(names, cost, NEEDS) if jobs > 1 else list(names), {}
+    pool = processes.worker_pool(jobs, registry)
+    try:
+        while pending or running:
+            for n in list(pending):
+                needs = [d for d in NEEDS.get(n, ()) if d in names]
+                failed = [d for d in needs if d in results and results[d]["status"] != "ok"]
+                if failed:
+                    pending.remove(n)
+                    results[n] = {"status": "failed", "seconds": 0.0, "runs_trained": None,
+                                  "error": f"not run: {failed[0]}, which it reads, failed"}
+                    log(f"[{number[n]}/{len(names)}] {n} not run: {failed[0]} failed")
+                elif all(d in results for d in needs) and len(running) < jobs:
+                    pending.remove(n)
+                    log(f"[{number[n]}/{len(names)}] {n} ({profile}) started")
+                    running[pool.submit(run_notebook, str(root), n, params[n], env)] = n
+            if not running:  # nothing can start: the needs of what is left are circular
+                raise ConfigError(f"NEEDS: {', '.join(pending)} wait for each other; the dependencies must not form a cycle")
+            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for f in finished:
+                n = running.pop(f)
+                r = results[n] = f.result()
+                if r["status"] == "ok":
+                    trained = "no run cache" if r["runs_trained"] is None else f"{r['runs_trained']} runs trained"
+                    out = Path(params[n]["output_dir"]) / f"{n}.ipynb"
+                    log(f"[{number[n]}/{len(names)}] {n} done in {r['seconds']:.0f} s ({trained}) -> {out}")
+                else:
+                    log(f"[{number[n]}/{len(names)}] {n} FAILED after {r['seconds']:.0f} s: {r['error']}")
+    finally:
+        pool.shutdown(cancel_futures=True)
+    return results
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)} (default: quick)")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="run only these notebooks (e.g. 03_difficult)")
+    p.add_argument("--jobs", type=int, default=cores(), metavar="N",
+                   help="notebooks run at once, in separate processes of one thread each "
+                        f"(default: the number of cores, {cores()}); 1 runs them one after another")
+    p.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("KEY", "VALUE"), default=[],
+                   help="set a parameter (a YAML value) of every notebook that declares it, as papermill -p does")
+    p.add_argument("--yes", action="store_true", help="run even where the estimate is more than a day of training")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--plan", action="store_true",
+                      help="print, without training, each notebook's runs, steps, FLOPs, largest memory and estimated time")
+    what.add_argument("--smoke", action="store_true",
+                      help=f"run every notebook at the profile's shapes for {SMOKE['steps']} steps with small evaluation "
+                           f"sets and {SMOKE['bootstrap_resamples']} bootstrap resamples per interval, into "
+                           "outputs/smoke/PROFILE/ (every code path, a fraction of the time)")
+    p.add_argument("--outputs", metavar="DIR",
+                   help="write every notebook's folder, REPORT.md, claims.json and timings.json under DIR (inside "
+                        "outputs/ or $ICL_OUTPUT_ROOT) instead of the profile's folder; e.g. a run under another "
+                        "CPU variant, to compare with scripts/compare_runs.py")
+
+
+def run(args) -> int:
+    if args.profile not in PROFILES:
+        raise ConfigError(f"profile: unknown value {excerpt(args.profile)}; allowed: {', '.join(PROFILES)}")
+    if args.device not in DEVICES:
+        raise ConfigError(f"device: unknown value {excerpt(args.device)}; allowed: {', '.join(DEVICES)}")
+    if args.jobs < 1:
+        raise ConfigError(f"jobs: {args.jobs} is not allowed; it must be an integer >= 1")
+    names = args.only or NOTEBOOKS
+    bad = [n for n in names if n not in NOTEBOOKS]
+    if bad:
+        raise ConfigError(f"only: unknown notebook {excerpt(bad[0])}; allowed: {', '.join(NOTEBOOKS)}")
+    names = [n for n in NOTEBOOKS if n in names]  # the order notebooks (and their needs) run in
+    if not (args.plan and args.device == "cuda"):  # a GPU's plan is worked out on paper, GPU or none
+        check_device({"device": args.device})  # first: a missing GPU is the most common stop
+    overrides = {}
+    for key, value in args.parameter:  # a YAML value, its aliases bounded (a short one can expand to gigabytes)
+        overrides[key] = load_yaml(value, f"-p {key if len(key) <= EXCERPT else excerpt(key)}")
+    from . import plan
+    from .paths import repo_root
+
+    root = repo_root()
+    check_overrides(root, names, overrides)
+    if args.plan:
+        return plan.run_plan(root, args.profile, names, args.device, overrides)
+    own, where = destinations(root, args.profile, names, args.smoke, args.outputs)
+    start = time.perf_counter()
+    say = lambda line: print(line, file=sys.stderr, flush=True)
+    try:
+        times = run_all(root, args.profile, names, args.device, args.jobs, overrides, log=say, own=own, yes=args.yes)
+    except KeyboardInterrupt:
+        say("icl: interrupted; the outputs of unfinished notebooks were left as they were")
+        return 130
+    base, seconds = report_folder(root, where, overrides), time.perf_counter() - start
+    if base is None:
+        say(f"total {seconds:.0f} s with --jobs {args.jobs}; no report: -p output_dir put the notebook outside {where}")
+    else:
+        readable_timings(base / "timings.json", say)
+        record_times(base, times, seconds, args.jobs)
+        report = write_report(root, args.profile, base)
+        say(f"total {seconds:.0f} s with --jobs {args.jobs}; report: {paths.shown(report, root)}")
+    failed = {n: t for n, t in times.items() if t["status"] != "ok"}
+    for n, t in failed.items():
+        where = f"; full log: {t['log']}" if t.get("log") else ""
+        say(f"icl: error: {n}: {t['error']}{where}")
+    if not failed:
+        return 0
+    return 2 if all(t.get("ename") in ("ConfigError", None) for t in failed.values()) else 1
+
+
+def parallel_speedup(jobs: int = 2, profile: str = "ci") -> dict:
+    """Wall time of a whole reproduction at `profile`, serial and with `jobs` processes, in one
+    call (the bench's `reproduce_parallel_speedup`). The workers are spawned: a script that calls
+    this must do so under `if __name__ == "__main__":` (`python -m icl bench` does)."""
+    from .paths import repo_root
+
+    root = repo_root()
+    seconds = {}
+    for j in (1, jobs):
+        start = time.perf_counter()
+        results = run_all(root, profile, list(NOTEBOOKS), "cpu", j, log=lambda line: print("  " + line, flush=True))
+        seconds[j] = time.perf_counter() - start
+        if any(r["status"] != "ok" for r in results.values()):
+            raise RuntimeError(f"reproduce --profile {profile} --jobs {j} failed: {results}")
+    return {"profile": profile, "jobs": jobs, "serial_seconds": round(seconds[1], 1),
+            "parallel_seconds": round(seconds[jobs], 1), "cores": cores(),
+            "load_average": os.getloadavg()[0], "reproduce_parallel_speedup": round(seconds[1] / seconds[jobs], 2)}

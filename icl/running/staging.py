@@ -1,0 +1,122 @@
+"""Where a run's outputs go: a profile's folder (or a smoke run's, or --outputs DIR), and, for a
+notebook's run before it is complete, a staging folder beside its output folder
+(`<output_dir>/../.staging/<name>/`), which replaces the output folder with two renames only when
+the run completes, so a killed or failed run leaves the previous outputs whole. Only folders icl
+made (icl.running.paths) are ever replaced or removed, and every destination is checked before any work."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ..core.config import ConfigError
+from . import paths
+from .parameters import profile_root
+
+
+TEXT_SUFFIXES = (".ipynb", ".json", ".md", ".csv", ".txt")  # files whose staged paths are rewritten
+
+
+def staging_folder(parent: Path) -> Path:
+    """`parent/.staging`, where runs stage, log and lock: refused if it is a link, which would send
+    the lock, the logs and the kernels' connection files to wherever it points."""
+    folder = parent / ".staging"
+    if folder.is_symlink():
+        raise ConfigError(f"{folder} is a symbolic link; icl stages, logs and locks only in a real folder there: "
+                          "remove the link")
+    return folder
+
+
+def staging_paths(root: Path, params: dict, name: str) -> dict[str, Path]:
+    final = (root / params["output_dir"]).resolve()
+    staging = staging_folder(final.parent)
+    return {"final": final, "stage": staging / name, "old": staging / f"{name}.old", "log": staging / f"{name}.log",
+            "stored": staging / f"{name}.stored", "connection": staging / f"{name}.kernel.json"}
+
+
+def check_destinations(root: Path, params: dict[str, dict]) -> None:
+    """Before any work: every notebook's output folder may be written and replaced by icl
+    (`paths.check_output_dir`: new, empty, or made for that notebook at that profile), no two
+    notebooks share one, and no folder that icl did not make stands where it stages a run. A
+    ConfigError names the notebook and the value."""
+    finals: dict[Path, str] = {}
+    for name, p in params.items():
+        try:
+            final = paths.check_output_dir(root, p["output_dir"], notebook=name, profile=p.get("profile", ""))
+            for key in ("stage", "old"):
+                where = staging_paths(root, p, name)[key]
+                if where.exists() and not (where.is_dir() and paths.is_own(where)):
+                    raise ConfigError(f"output_dir: {where} is in the way and icl did not make it; move it away")
+        except ConfigError as err:
+            raise ConfigError(f"{name}: {err}") from None
+        for other_final, other in finals.items():
+            if final == other_final or final in other_final.parents or other_final in final.parents:
+                raise ConfigError(f"output_dir: {name} and {other} would write into the same folder "
+                                  f"({os.path.relpath(final, root)}); give each notebook its own (use --only)")
+        finals[final] = name
+
+
+def publish(root: Path, where: dict[str, Path]) -> None:
+    """Point the staged files at their final folder, then swap it in with two renames. Only a
+    folder made for the same notebook and profile as the staged one (its marker) is replaced."""
+    stage, final = where["stage"], where["final"]
+    pairs = [(str(stage), str(final)), (os.path.relpath(stage, root), os.path.relpath(final, root))]
+    for f in stage.rglob("*"):
+        if f.is_file() and f.suffix in TEXT_SUFFIXES:
+            text = f.read_text()
+            new = text
+            for a, b in pairs:
+                new = new.replace(a, b)
+            if new != text:
+                f.write_text(new)
+    paths.remove_own(where["old"])
+    if final.exists():  # checked before the run; checked again here
+        paths.check_output_dir(root, str(final), notebook=stage.name, profile=paths.marked_for(stage)[1])
+        os.rename(final, where["old"])
+    os.rename(stage, final)
+    paths.remove_own(where["old"])
+
+
+def destinations(root: Path, profile: str, names: list[str], smoke: bool = False,
+                 outputs: str | None = None) -> tuple[dict | None, str]:
+    """Per-notebook parameters that move a run's outputs, and the folder of its report: the
+    profile's own (no parameters), a smoke run's scratch folder, or --outputs DIR (a run root:
+    its marker says so, and icl never replaces it whole)."""
+    from . import plan
+
+    if smoke and outputs:
+        raise ConfigError("--outputs: a smoke run writes into outputs/smoke/PROFILE/; give one of --smoke and --outputs")
+    if smoke:
+        return {n: plan.smoke_overrides(profile, n) for n in names}, plan.smoke_overrides(profile, "")["results_root"]
+    if outputs:
+        paths.make_own(paths.check_output_dir(root, outputs, "--outputs", paths.RUN_ROOT, profile), paths.RUN_ROOT, profile)
+        return {n: {"output_dir": f"{outputs}/{n}", "results_root": outputs} for n in names}, outputs
+    return None, profile_root(profile)
+
+
+def report_folder(root: Path, where: str, overrides: dict) -> Path | None:
+    """The folder of the run's report (made if new), or None where `-p output_dir` put the notebook
+    outside it: a report covers the notebooks in its folder (--outputs DIR gives a run its own)."""
+    base = root / where
+    if "output_dir" in overrides and (root / overrides["output_dir"]).resolve().parent != base.resolve():
+        return None
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+def readable_timings(path: Path, say) -> None:
+    """timings.json is bookkeeping, committed with the quick outputs: a merge conflict or a
+    truncated write in it must not cost a finished run its report. One that cannot be read is
+    named in one line and rebuilt from this run (notebooks not run this time lose their last time)."""
+    if not path.is_file():
+        return
+    try:
+        times = json.loads(path.read_text())
+        ok = isinstance(times, dict) and all(isinstance(t, dict) and isinstance(t.get("seconds"), (int, float))
+                                             for t in times.values())
+    except ValueError as err:  # not JSON, or not UTF-8
+        ok, times = False, str(err).splitlines()[0][:80]
+    if not ok:
+        why = times if isinstance(times, str) else "not a mapping of notebooks to their times"
+        say(f"icl: {os.path.relpath(path)} could not be read ({why}); rebuilt from this run")
+        path.unlink()

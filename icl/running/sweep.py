@@ -1,0 +1,226 @@
+"""Sweeps: a parameter file expands into independent runs (models x spectra x depths x seeds x
+learning rates); runs that can share a batched pass are grouped; every finished group is written
+to the run cache at once, so a killed sweep resumes where it stopped. A run that diverges is
+recorded as such and its group's other runs are kept (train.train_finite)."""
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+from typing import Callable
+
+import yaml
+from tqdm import tqdm
+
+from ..core.config import ConfigError, RunConfig, excerpt, field_names
+from ..core.suggest import did_you_mean
+from ..core.train import group_key, is_diverged, train_finite
+from .cache import RunCache
+
+# Plural keys of a sweep file and the RunConfig field each one varies, outermost first: runs come
+# out spectrum by spectrum, then seed, model, top_k, and depth and learning rate innermost (the two
+# axes a batched group varies, so a group's models stack in the order the file lists them).
+PLURALS = {"seeds": "seed", "models": "model", "top_ks": "top_k", "depths": "depth", "learning_rates": "learning_rate"}
+
+
+# A parameter file's YAML may expand (its aliases followed) to at most this many values, and be at
+# most this large: the sweeps in params/ hold a few hundred values. Aliases make a file of nested
+# references small on disk and in memory, and exponentially large for whatever walks it whole.
+MAX_YAML_VALUES = 100_000
+MAX_YAML_BYTES = 1_000_000
+
+
+class _Loader(yaml.SafeLoader):
+    """The safe loader, refusing a key given twice in one mapping (YAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *defaults` may be overridden on purpose; other keys are not parameters
+            key = self.construct_object(key_node)
+            if key in seen:
+                raise ConfigError(f"the key {excerpt(key)} is given twice (line {key_node.start_mark.line + 1}); "
+                                  "give each key once")
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def _expanded_size(node, sizes: dict) -> int:
+    """Values the YAML node holds with every alias followed, counted without following any twice."""
+    if id(node) not in sizes:
+        sizes[id(node)] = 1  # a node that holds itself (a recursive alias) counts once
+        children = node.value if isinstance(node, yaml.CollectionNode) else []
+        flat = [n for item in children for n in (item if isinstance(item, tuple) else (item,))]
+        sizes[id(node)] = 1 + sum(_expanded_size(n, sizes) for n in flat)
+    return sizes[id(node)]
+
+
+def load_yaml(text: str, source: str):
+    """The value a YAML text holds, read with the safe loader; a ConfigError (one line, naming
+    `source`) where it is malformed, gives a key twice or expands beyond MAX_YAML_VALUES values."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        size = _expanded_size(node, {})
+        if size > MAX_YAML_VALUES:
+            raise ConfigError(f"it holds {size:.3g} values once its aliases are expanded, more than the "
+                              f"{MAX_YAML_VALUES:,} allowed; use fewer aliases or fewer values")
+        return loader.construct_document(node)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{source}: not valid YAML ({str(err).splitlines()[0]})") from None
+    except ConfigError as err:
+        raise ConfigError(f"{source}: {err}") from None
+    except (RecursionError, ValueError) as err:  # nesting deeper than Python's stack; an int of > 4300 digits
+        raise ConfigError(f"{source}: not a usable YAML value ({type(err).__name__}: {excerpt(str(err))})") from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: str | Path) -> dict:
+    """A YAML mapping, read with load_yaml; a missing, oversized or malformed file is a ConfigError."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such parameter file")
+    if path.stat().st_size > MAX_YAML_BYTES:
+        raise ConfigError(f"{path}: {path.stat().st_size:,} bytes, more than a parameter file's {MAX_YAML_BYTES:,}")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not a text file (byte 0x{raw[err.start]:02x} at offset {err.start} is not UTF-8); "
+                          "a parameter file is YAML text") from None
+    if "\0" in text:
+        raise ConfigError(f"{path}: not a text file (a NUL byte at offset {text.index(chr(0))}); a parameter file is YAML text")
+    data = load_yaml(text, str(path))
+    if data is None or data == {}:
+        raise ConfigError(f"{path}: the file sets nothing; a parameter file must set at least one key "
+                          "(e.g. model, depths; see --help)")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must hold a mapping of parameter names to values, not {type(data).__name__}")
+    return data
+
+
+def expand(spec: dict, source: str = "sweep") -> list[RunConfig]:
+    """Every run a sweep mapping (or a notebook's `Settings.grid`) describes, nested in the order of
+    PLURALS with `spectra` (a list of [input_exponent, task_exponent]) outermost."""
+    allowed = set(field_names()) | set(PLURALS) | {"spectra"}
+    unknown = sorted(set(spec) - allowed, key=str)  # YAML keys need not be strings
+    if unknown:
+        raise ConfigError(f"{source}: unknown key {excerpt(unknown[0])}; allowed keys: {', '.join(sorted(allowed))}"
+                          + did_you_mean(unknown[0], allowed))
+    for plural, single in PLURALS.items():
+        if plural in spec and single in spec:
+            raise ConfigError(f"{source}: give either {single!r} or {plural!r}, not both")
+    base = {k: v for k, v in spec.items() if k in field_names()}
+    axes = []
+    if "spectra" in spec:
+        spectra = spec["spectra"]
+        if not isinstance(spectra, list) or not all(isinstance(s, (list, tuple)) and len(s) == 2 for s in spectra):
+            raise ConfigError(f"{source}: spectra must be a list of [input_exponent, task_exponent] pairs, not {excerpt(spectra)}")
+        axes.append([{"input_exponent": a, "task_exponent": b} for a, b in spectra])
+    for plural, single in PLURALS.items():
+        if plural in spec:
+            values = spec[plural]
+            if not isinstance(values, list) or not values:
+                raise ConfigError(f"{source}: {plural} must be a non-empty list, not {excerpt(values)}")
+            axes.append([{single: v} for v in values])
+    return [RunConfig.from_dict({**base, **{k: v for d in combo for k, v in d.items()}}, source)
+            for combo in itertools.product(*axes)]
+
+
+def groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
+    """Runs that differ only in depth and learning rate, in first-seen order."""
+    out: dict[tuple, list[RunConfig]] = {}
+    for c in cfgs:
+        out.setdefault(group_key(c), []).append(c)
+    return list(out.values())
+
+
+def check_before_training(todo: list[list[RunConfig]], cache: RunCache, folders, memory: bool = True) -> None:
+    """ConfigError if a group cannot fit in this machine's memory or the cache (the shard `folders`
+    included) cannot take its results."""
+    from ..core.memory import check_fits
+
+    for group in todo if memory else []:
+        check_fits(group[0], [c.depth for c in group])
+    cache.check_writable(folders)
+
+
+def run_sweep(cfgs: list[RunConfig], cache: RunCache | None = None, progress: bool = True,
+              runner: Callable[[list[list[RunConfig]]], list[list[dict]]] | None = None,
+              confirm: Callable[[list[list[RunConfig]]], None] | None = None) -> list[dict]:
+    """Results in the order of cfgs. Cached runs are read; the others train group by group
+    (or through `runner`, e.g. a cluster executor, which gets all the missing groups at once).
+    `confirm` sees the groups to train before any does, and may refuse them (a ConfigError)."""
+    cache = cache or RunCache()
+    where = {c: cache.path(c) for c in dict.fromkeys(cfgs)}  # each key computed once
+    results = {c: cache.load(c, path) for c, path in where.items()}
+    # A group with any run missing trains whole: a kill between two stores of one group leaves it
+    # half cached, and its missing runs trained alone would differ in float rounding from the
+    # batched pass of an uninterrupted sweep. Runs already cached keep their entry. Runs recorded
+    # as diverged stay out of the pass, as they were out of the pass that finished the others.
+    todo = [[c for c in g if not is_diverged(results[c])] for g in groups(list(results))
+            if any(results[c] is None for c in g)]
+    if todo:  # refused before anything trains, so that no training is lost
+        folders = {where[c].parent for g in todo for c in g if results[c] is None}
+        check_before_training(todo, cache, folders, memory=runner is None)  # a cluster's nodes have their own memory
+        if confirm is not None:
+            confirm(todo)
+    unstored: list[tuple[RunConfig, str]] = []
+
+    def keep(group: list[RunConfig], rs: list[dict]) -> None:
+        for c, r in zip(group, rs):
+            if results[c] is None:
+                results[c] = r
+                try:
+                    cache.store(c, r, where[c])
+                except OSError as err:  # e.g. the disk filled up after the check: keep the result
+                    unstored.append((c, f"{where[c].parent}: {err.strerror}"))
+
+    if runner is not None and todo:
+        for group, rs in zip(todo, runner(todo)):
+            keep(group, rs)
+    else:
+        bar = tqdm(total=len(results), initial=len(results) - sum(map(len, todo)), disable=not progress,
+                   desc="runs", unit="run", leave=False)
+        for group in todo:
+            keep(group, train_finite(group, progress=progress))
+            bar.update(len(group))
+        bar.close()
+    if unstored:
+        rescue_runs(cache, [(c, results[c]) for c, _ in unstored], unstored[0][1])
+    return [results[c] for c in cfgs]
+
+
+def rescue_runs(cache: RunCache, runs: list[tuple[RunConfig, dict]], why: str) -> None:
+    """Finished runs the cache could not take: stored in a run cache in a fallback folder
+    (icl.running.files.rescue), whose entries copied into the cache are used by a rerun; said in one line."""
+    from .files import rescue
+
+    def store(root: Path) -> None:
+        spare = RunCache(root)
+        for c, r in runs:
+            spare.store(c, r)
+
+    saved = rescue(store, "runs")
+    where = (f"they are in {saved[0]} instead ({saved[1]}; `cp -r {saved[0]}/. {cache.root}/` lets a rerun use "
+             "them)" if saved else "no fallback folder could take them either; they are only in the results "
+             "returned (--json)")
+    print(f"icl: warning: {len(runs)} finished run(s) could not be written to the cache ({why}); {where}",
+          file=sys.stderr)
+
+
+def diverged(results: list[dict]) -> list[str]:
+    """What each diverged run of `results` says of itself (train.diverged_record's error)."""
+    return [r["error"] for r in results if is_diverged(r)]
+
+
+def runs_of(results: list[dict], spectrum, **fields) -> list[dict]:
+    """The results of one [input_exponent, task_exponent] spectrum (and of any further config
+    values, e.g. depth=4), in their order."""
+    a, b = spectrum
+    return [r for r in results if (r["config"]["input_exponent"], r["config"]["task_exponent"]) == (a, b)
+            and all(r["config"][k] == v for k, v in fields.items())]

@@ -1,0 +1,149 @@
+"""What a job will cost before it starts: its training time, from real training steps timed on
+this machine, and the size of what it adds to the run cache.
+
+`icl train` and `icl sweep` print the estimate before training and refuse a job above a day of
+work, or one whose results would not fit on the cache's disk, unless `--yes` (a sweep of 10^6
+runs or `--steps 10^12` is more likely a typo than a plan); so does `icl reproduce`, for the
+notebooks' runs (`plan.check_work`).
+
+Time: the largest group of each model (by `memory.step_floats`, the tensors a step touches; its
+first models where it is larger than TIMED_FLOATS) is built and trained for a few steps (one to
+warm up, then TIMED_STEPS); every other group of that model is scaled from it by the same
+measure, and evaluations are counted as forward passes over the held-out contexts (about a third
+of a training step per context). Size: the floats a result holds (train.group_results), at the
+bytes JSON gives a float, plus the fixed fields.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from ..core.config import ConfigError, RunConfig
+from ..core.memory import step_floats
+
+DAY = 86_400.0  # seconds of estimated work above which a job needs --yes
+TIMED_STEPS = 2
+TIMED_FLOATS = 2**26  # at most the floats a timed step touches (256 MiB): a larger group is timed on its first models
+FLOAT_BYTES, ENTRY_BYTES = 20, 2_000  # a float in JSON ("0.12345678901234567, "); config, key, checksum
+SELECTION_PERCENTILES = 99  # train.SELECTION_PERCENTILES (not imported: train loads torch)
+
+
+def result_floats(cfg: RunConfig) -> int:
+    """The numbers one stored result holds (train.group_results and train.extras)."""
+    d, P, L, E = cfg.dim, cfg.context_length, cfg.depth, cfg.eval_points + 1
+    n = 2 * E + 10  # loss curve, losses, plateau, timing
+    if cfg.model != "linear":
+        n += 2 * SELECTION_PERCENTILES + 10  # token selection, decomposition
+    if cfg.model == "linear":
+        n += L * d * d + 1  # every layer's Gamma
+    if cfg.model == "context_updates":
+        n += 2 * L + P * P  # scalars, self-attention mass, one context attention example
+    if cfg.track_modes:
+        n += E + d + E * d
+    if cfg.track_focus:
+        n += 5 * E
+    return n
+
+
+def group_cost(group: list[RunConfig]) -> float:
+    """Floats one training step of the group touches: what its time is scaled by."""
+    return float(step_floats(group[0], [c.depth for c in group], group[0].batch_size))
+
+
+def timed_part(group: list[RunConfig]) -> list[RunConfig]:
+    """The models of `group` whose steps are timed: its first ones, up to TIMED_FLOATS (the cost is
+    about linear in the models), so that a group of 10^4 models is not built just to be priced."""
+    return group[: max(1, int(len(group) * min(1.0, TIMED_FLOATS / group_cost(group))))]
+
+
+def seconds_per_step(group: list[RunConfig]) -> float:
+    """Wall seconds of one training step of `group` on this machine, timed on real steps."""
+    import torch
+
+    from ..core.models import build, stack_order
+    from ..core.tasks import make_generator
+    from ..core.train import StackAdam, resolve_device, train_step
+
+    base, device = group[0], resolve_device(group[0].device)
+    stack = build(base, stack_order(base.model, [c.depth for c in group])).to(device)
+    opt = StackAdam(stack, torch.tensor([c.learning_rate for c in group], device=device))
+    gen = make_generator(base.seed, device)
+    train_step(stack, opt, base, gen, 0)  # the first step pays for allocations and kernel loading
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
+    start = time.perf_counter()
+    for step in range(1, 1 + TIMED_STEPS):
+        train_step(stack, opt, base, gen, step)
+    sync()
+    return (time.perf_counter() - start) / TIMED_STEPS
+
+
+def evaluation_steps(cfg: RunConfig) -> float:
+    """A run's evaluations in training steps: forward passes (about a third of a step per context)
+    over the curve's contexts at every checkpoint, and over the whole evaluation set, the validation
+    set, the summary and the token selection at the end."""
+    curve = min(cfg.curve_contexts, cfg.eval_contexts)
+    return ((cfg.eval_points + 1) * curve + 4 * cfg.eval_contexts) / (3 * cfg.batch_size)
+
+
+def estimate(todo: list[list[RunConfig]]) -> dict:
+    """{"seconds", "bytes", "runs", "groups", "measured": [(largest group, seconds per step)]}."""
+    # Timed per model and head count: one head may run in a C kernel, several in torch (models.py).
+    kind = lambda c: (c.model, c.heads)
+    largest: dict[tuple, list[RunConfig]] = {}
+    for g in todo:
+        if kind(g[0]) not in largest or group_cost(g) > group_cost(largest[kind(g[0])]):
+            largest[kind(g[0])] = g
+    per_step = {m: seconds_per_step(timed_part(g)) / group_cost(timed_part(g)) for m, g in largest.items()}  # s per float
+    seconds = 0.0
+    for g in todo:
+        base = g[0]
+        evaluations = evaluation_steps(base)
+        seconds += per_step[kind(base)] * group_cost(g) * (base.steps + evaluations)
+    size = sum(ENTRY_BYTES + FLOAT_BYTES * result_floats(c) for g in todo for c in g)
+    measured = [(g, per_step[m] * group_cost(g)) for m, g in largest.items()]
+    return {"seconds": seconds, "bytes": size, "runs": sum(map(len, todo)), "groups": len(todo), "measured": measured}
+
+
+def duration(seconds: float) -> str:
+    for unit, length in (("days", DAY), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= 2 * length or (unit == "min" and seconds >= length):
+            return f"{seconds / length:,.1f} {unit}"
+    return f"{seconds:.0f} s" if seconds >= 1 else "under a second"
+
+
+def size(n: float) -> str:
+    for unit, length in (("GB", 1e9), ("MB", 1e6)):
+        if n >= length:
+            return f"{n / length:,.1f} {unit}"
+    return f"{n / 1e3:,.0f} kB"
+
+
+def describe(e: dict) -> str:
+    steps = "; ".join(f"{group_name(g)}: {s:.3g} s" for g, s in e["measured"])
+    cache = f" and {size(e['bytes'])} of cache" if e["cached"] else ""
+    return (f"{e['runs']:,} run{'s' if e['runs'] != 1 else ''} to train in {e['groups']:,} group"
+            f"{'s' if e['groups'] != 1 else ''}: about {duration(e['seconds'])} on this machine{cache} "
+            f"(a measured step of {steps})")
+
+
+def group_name(group: list[RunConfig]) -> str:
+    depths = sorted(c.depth for c in group)
+    span = f"depth {depths[0]}" if depths[0] == depths[-1] else f"depths {depths[0]}-{depths[-1]}"
+    return f"{group[0].model} {span}" + (f" ({len(group)} models)" if len(group) > 1 else "")
+
+
+def check_workload(todo: list[list[RunConfig]], yes: bool, cache_root: Path | None = None) -> None:
+    """Print the estimate; ConfigError (one line) above a day of work, or when the results would
+    not fit on the cache's disk, unless `yes`."""
+    e = {**estimate(todo), "cached": cache_root is not None}
+    free = None
+    if cache_root is not None:
+        free = shutil.disk_usage(next(p for p in (cache_root, *cache_root.parents) if p.exists())).free
+    too_long, too_big = e["seconds"] > DAY, free is not None and e["bytes"] > free
+    if (too_long or too_big) and not yes:
+        why = "more than a day of work" if too_long else f"more than the {size(free)} free on its disk"
+        raise ConfigError(f"work: {describe(e)}: {why}; pass --yes to run it anyway, or train fewer runs or steps")
+    print(f"icl: {describe(e)}", file=sys.stderr)
