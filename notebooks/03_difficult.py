@@ -48,8 +48,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import bounds, claim, claim_by_regime, estimates, exponents, grids, modes, plots, runs_of
-from icl import show_claims, tables, theory
+from icl import bounds, estimates, exponents, grids, modes, plots, runs_of, show_claims, tables, theory
 from icl import notebook as nb
 from icl.claims import difficult as rules
 
@@ -133,37 +132,40 @@ key_dims, primary = s["key_dims"], s["key_dims"][0]  # C6b and the mode-wise pro
 # some checks held; docs/history.md.)
 #
 # - **C4 (softmax, top-2)** — for every spectrum: core: inverse-depth decay, (a) the loss falls
-#   with depth, R_deepest / R_1 < 0.9, and (b) |α − 1| ≤ 0.25 over the defensible fits;
-#   secondary: (c) the floor L0 is below 0.7 × the linear plateau (the linear model's lowest mean
+#   with depth, R_deepest / R_1 < `DEPTH_FALL`, and (b) |α − 1| ≤ `ALPHA_TOL` over the defensible fits;
+#   secondary: (c) the floor L0 is below `FLOOR_RATIO` × the linear plateau (the linear model's lowest mean
 #   loss on that spectrum, paired by seed).
-# - **C3 (linear, top-2)** — for every spectrum: (a) settled by depth 2: R_2 within 5 % of the
-#   lowest linear loss (core); (b) the lowest linear loss within 10 % of the Monte Carlo
+# - **C3 (linear, top-2)** — for every spectrum: (a) settled by depth 2: R_2 within `LINEAR_SETTLE` of the
+#   lowest linear loss (core); (b) the lowest linear loss within `MC_TOL` of the Monte Carlo
 #   irreducible loss of A.3 built from the context's own covariance S. *(Revised
 #   after the first quick-profile numbers of an earlier version: (b) first named the population
 #   covariance Σ_c, which the model never sees; both floors are shown.)*
 # - **C5 (decomposition)** — core: (b) for every top-2 spectrum, L0 − C_L > 0 at every depth and
-#   its fitted exponent γ satisfies |γ − 1| ≤ 0.25; secondary: (c) the log-log slope of the
-#   disagreement A_L − C_L over the deeper half of the depths is within ±0.25. (The identity
+#   its fitted exponent γ satisfies |γ − 1| ≤ `GAMMA_TOL`; secondary: (c) the log-log slope of the
+#   disagreement A_L − C_L over the deeper half of the depths is within ±`DISAGREE_SLOPE`. (The identity
 #   R = C + (A − C)/L is arithmetic, a unit test rather than a check; its largest error is printed.)
 # - **C6b (mode-wise learning)** — spread = the standard deviation across modes of
 #   log10(loss_k(t)/loss_k(0)), averaged over the checkpoints after t = 0. (a) The larger softmax
-#   spread (depth 1 and the deepest) is below 0.5 × the smaller linear one (depth 1 and the deepest);
+#   spread (depth 1 and the deepest) is below `COLLAPSE_RATIO` × the smaller linear one (depth 1 and the deepest);
 #   (b) the linear models' strongest mode reaches half its fall earlier than their weakest.
 #   Core: (a).
 # - **C9 (token selection)** — per context, the total-variation distance between the layer-averaged
 #   attention and the target weights; percentiles across contexts, mean over seeds. (a) The deepest
-#   model's 90th and 99th percentiles are below 0.9 × depth 1's; (b) depth 1 is lower at the 1st
+#   model's 90th and 99th percentiles are below `TAIL_CUT` × depth 1's; (b) depth 1 is lower at the 1st
 #   percentile. Core: (a).
 # - **C10 (other spectra, top-16)** — core: inverse-depth decay of every jointly nonzero top-2
-#   spectrum (R_deepest / R_1 < 0.9 and |α − 1| ≤ 0.25 over the defensible fits); secondary:
-#   (a) every top-16 spectrum also ends below 0.9 × its one-layer loss; (c) the mean |α − 1| of the
+#   spectrum (R_deepest / R_1 < `DEPTH_FALL` and |α − 1| ≤ `ALPHA_TOL` over the defensible fits); secondary:
+#   (a) every top-16 spectrum also ends below `DEPTH_FALL` × its one-layer loss; (c) the mean |α − 1| of the
 #   top-16 fits exceeds that of all top-2 fits.
 #
 # **Along the rank axis.** C4, C5, C9 and C10 are judged with these rules separately at every
 # `key_dim` (C3 concerns the linear model; C6b uses the first rank). A claim's overall status is
 # *reproduced* when it is reproduced at every rank, *not reproduced* when it is not reproduced at
 # any rank, and *partly reproduced* otherwise (inconclusive where the ranks' ranges leave it open).
-# The thresholds live in `icl.claims.difficult`.
+# The thresholds live in `icl.claims.difficult`, the one place they are set; from there:
+
+# %%
+rules.show_criteria(s)
 
 # %% [markdown]
 # ## The runs
@@ -192,6 +194,7 @@ bound_depths = sorted(set(s["depths"]) | set(s["extra_depths"]))
 bnds = {(k, tuple(p), kd): bounds.bounds(s.config(task="difficult", top_k=k, input_exponent=p[0], task_exponent=p[1],
                                                   key_dim=kd), bound_depths, s["fit_contexts"], cache=s.cache)
         for k, p in tasks_run for kd in key_dims}
+bounds_of = {k: {(p, kd): b for (t, p, kd), b in bnds.items() if t == k} for k, _ in tasks_run}  # top_k -> (spectrum, rank)
 bound_table = bounds.table(bnds.values())
 nb.save_table(s, bound_table, "bounds")
 bound_table.round(4)
@@ -282,26 +285,13 @@ RANKED = ["key_dim", *tables.SPECTRUM]
 table1 = tables.with_bounds(estimates.estimate_table(frames["main"], RANKED), bound_table, s["top_k"], RANKED)
 table1 = estimates.with_floor_ratios(table1, frames["main"], frames["linear"], RANKED)
 table1["deepest_over_bound"] = table1.R_deepest / table1.single_bound
-knee_at = lambda r: exponents.knee_depth(s["dim"], int(r.key_dim))
-table1 = exponents.exponent_fits(table1, frames["main"], RANKED, knee_at)
+table1 = exponents.exponent_fits(table1, frames["main"], RANKED, s["dim"])
 nb.save_table(s, table1, "table1_softmax_fits")
 
 
-def sweep_grid(frame, specs, top_k, name, plateau=None):
-    """One panel per (spectrum, rank): the sweep, its fit and its bounds."""
-    fig, axes = plt.subplots(len(specs), len(key_dims), figsize=(3.1 * len(key_dims), 2.6 * len(specs)),
-                             squeeze=False, sharex=True, layout="constrained")
-    for (i, p), (j, k) in ((ip, jk) for ip in enumerate(specs) for jk in enumerate(key_dims)):
-        part = tables.part_of(frame, input_exponent=p[0], task_exponent=p[1], key_dim=k)
-        plots.sweep_with_bounds(axes[i, j], part, bnds[(top_k, tuple(p), k)], label(p, f", key_dim {k}"))
-        if plateau is not None:
-            axes[i, j].axhline(plateau[tuple(p)], color=plots.PLATEAU, ls="-.", lw=0.8, label="linear plateau")
-    plots.figure_legend(fig)  # after every line is drawn, the plateau's included
-    return nb.save_figure(s, fig, name)
-
-
 plateaus = {(a, b): v for a, b, v in zip(table3.input_exponent, table3.task_exponent, table3.linear_best)}
-softmax_png = sweep_grid(frames["main"], s["spectra"], s["top_k"], "softmax_vs_depth", plateaus)
+softmax_png = nb.save_figure(s, plots.sweep_grid(frames["main"], s["spectra"], key_dims, bounds_of[s["top_k"]],
+                                                 plateaus), "softmax_vs_depth")
 table1[RANKED + ["n_seeds", "alpha", "alpha_lo95", "alpha_hi95", "alpha_tail", "knee", "L0", "fall", "floor_ratio",
                  "deepest_over_bound", "fit_problem", "tail_problem"]].round(3)
 
@@ -431,10 +421,12 @@ pd.DataFrame({k: {p: estimates.interval_text(e, 3) for p, e in row.items()} for 
 table4 = pd.concat([tables.with_bounds(estimates.estimate_table(frames[f], RANKED), bound_table, k, RANKED).assign(top_k=k)
                     for f, k in (("joint", s["top_k"]), ("wide", s["wide_top_k"]))], ignore_index=True)
 other_frames = pd.concat([frames["joint"].assign(top_k=s["top_k"]), frames["wide"].assign(top_k=s["wide_top_k"])])
-table4 = exponents.exponent_fits(table4, other_frames, ["top_k", *RANKED], knee_at)
+table4 = exponents.exponent_fits(table4, other_frames, ["top_k", *RANKED], s["dim"])
 nb.save_table(s, table4, "table4_other_targets")
-joint_png = sweep_grid(frames["joint"], s["joint_spectra"], s["top_k"], "joint_vs_depth")
-other_png = sweep_grid(frames["wide"], s["wide_spectra"], s["wide_top_k"], "other_targets_vs_depth")
+joint_png = nb.save_figure(s, plots.sweep_grid(frames["joint"], s["joint_spectra"], key_dims, bounds_of[s["top_k"]]),
+                           "joint_vs_depth")
+other_png = nb.save_figure(s, plots.sweep_grid(frames["wide"], s["wide_spectra"], key_dims, bounds_of[s["wide_top_k"]]),
+                           "other_targets_vs_depth")
 sweeps_of = lambda name, k: [g for _, g in tables.part_of(frames[name], key_dim=k).groupby(tables.SPECTRUM)]
 deviation_gap = {k: estimates.deviation_gap(sweeps_of("wide", k), sweeps_of("main", k) + sweeps_of("joint", k))
                  for k in key_dims}
@@ -447,68 +439,24 @@ table4[["top_k", *RANKED, "n_seeds", "alpha", "alpha_lo95", "alpha_hi95", "alpha
 # %%
 rank = {k: {name: tables.part_of(t, key_dim=k) for name, t in dict(table1=table1, table4=table4, table5=table5).items()}
         for k in key_dims}  # each table's rows at each rank
+regime = {k: f"key_dim {k}" for k in key_dims}  # C4, C5, C9 and C10 are judged at every rank
 checks = {"C3": rules.c3(table3), "C6b": rules.c6b(collapse_ratio, strong_first),
-          "C4": {k: rules.c4(rank[k]["table1"]) for k in key_dims},
-          "C5": {k: rules.c5(rank[k]["table5"]) for k in key_dims},
-          "C9": {k: rules.c9(ratios[k]) for k in key_dims},
-          "C10": {k: rules.c10(rank[k]["table4"], tables.part_of(rank[k]["table4"], top_k=s["top_k"]), deviation_gap[k])
-                  for k in key_dims}}
-
-
-def measured(cid: str, k: int) -> dict:
-    """The numbers the record of claim `cid` at rank k shows (its checks are added to them)."""
-    t1, t4, t5 = rank[k]["table1"], rank[k]["table4"], rank[k]["table5"]
-    top = {f"top-{t.top_k} {label((t.input_exponent, t.task_exponent))}": t for _, t in t4.iterrows()}
-    return {"C4": {"alpha (defensible fits)": exponents.by_spectrum(t1), "alpha": estimates.by_spectrum(t1, "alpha"),
-                   "tail alpha (L >= m)": estimates.by_spectrum(t1, "alpha_tail"),
-                   "knee R_m / R_1": estimates.by_spectrum(t1, "knee"), "L0": estimates.by_spectrum(t1, "L0"),
-                   "R_deepest / R_1": estimates.by_spectrum(t1, "fall"),
-                   "floor / linear plateau": estimates.by_spectrum(t1, "floor_ratio"),
-                   "all converged": bool(tables.part_of(frames["main"], key_dim=k).converged.all())},
-            "C5": {"max identity error": identity[k], "gamma": estimates.by_spectrum(t5, "gamma"),
-                   "disagreement slope": estimates.by_spectrum(t5, "disagreement_slope")},
-            "C9": {f"{p} deepest / depth 1": e for p, e in ratios[k].items()},
-            "C10": {"alpha (defensible fits)": {n: exponents.recorded(t) for n, t in top.items()},
-                    "alpha": {n: estimates.estimate(t, "alpha") for n, t in top.items()},
-                    "R_deepest / R_1": {n: estimates.estimate(t, "fall") for n, t in top.items()},
-                    "mean |alpha - 1|, top-16 minus top-2": deviation_gap[k]}}[cid]
-
-
-texts = {
-    "C4": ("Softmax attention on the top-2 task keeps improving with depth, with a fitted exponent close to one for "
-           "every spectrum and a floor well below the linear plateau.", softmax_png,
-           f"core: R_deepest / R_1 < {rules.DEPTH_FALL} and |alpha - 1| <= {rules.ALPHA_TOL} over the defensible fits "
-           f"(all depths, from L = 2, L >= m); secondary: L0 < {rules.FLOOR_RATIO} x linear plateau; every spectrum; 95 % "
-           "intervals over seeds; an ill-conditioned fit makes the core inconclusive"),
-    "C5": ("The shared error approaches the loss floor as L^-gamma with gamma near one; the disagreement term gives "
-           "the 1/L gain.", decomp_png,
-           f"core: L0 - C_L > 0 and |gamma - 1| <= {rules.GAMMA_TOL}; secondary: |slope of A - C| <= "
-           f"{rules.DISAGREE_SLOPE}; 95 % intervals over seeds"),
-    "C9": ("The deepest model cuts the upper tail of the token-selection loss; one layer is slightly better in the "
-           "lowest tail.", selection_png, f"core: p90 and p99 of the deepest < {rules.TAIL_CUT} x depth 1's; secondary: "
-           "depth 1 lower at p1"),
-    "C10": (f"Jointly nonzero spectra (top-2) and top-{s['wide_top_k']} aggregation also decay with depth, with "
-            f"top-{s['wide_top_k']} exponents further from one.", other_png,
-            f"core: every joint top-2 sweep has R_deepest / R_1 < {rules.DEPTH_FALL} and |alpha - 1| <= "
-            f"{rules.ALPHA_TOL} over the defensible fits; secondary: every sweep falls; top-16 mean |alpha - 1| larger"),
-}
-for cid, (text, figure, criterion) in texts.items():
-    regimes = {f"key_dim {k}": {"status": rules.status(cid, checks[cid][k]), "measured": {**measured(cid, k), **checks[cid][k]}}
-               for k in key_dims}
-    claim_by_regime(s, cid, text, regimes, figure, criterion, core=rules.CORE[cid])
-claim(s, "C3", "Linear attention on the top-2 task settles within one or two layers on a spectrum-dependent plateau "
-      "that matches the Monte Carlo irreducible loss.", rules.status("C3", checks["C3"]),
-      {"linear plateau": estimates.by_spectrum(table3, "linear_best"), "R_2 / plateau": estimates.by_spectrum(table3, "settle_ratio"),
-       "plateau / MC floor (S)": estimates.by_spectrum(table3, "floor_match"), **checks["C3"]}, linear_png,
-      f"core: R_2 within {rules.LINEAR_SETTLE:.0%} of the lowest linear loss; secondary: lowest within {rules.MC_TOL:.0%} "
-      "of the MC floor built from the context covariance S (revised from the population covariance: the model sees only "
-      "its context)", core=rules.CORE["C3"])
-claim(s, "C6b", "Softmax attention learns strong and weak modes at similar rates (normalised mode-wise curves collapse); "
-      "linear attention learns strong modes first.", rules.status("C6b", checks["C6b"]),
-      {"softmax spread / linear spread": collapse_ratio, "linear half-fall margin (steps)": strong_first,
-       "spectrum": mode_spectrum, "softmax key_dim": primary, **checks["C6b"]}, modes_png,
-      f"core: larger softmax spread < {rules.COLLAPSE_RATIO} x smaller linear spread; secondary: linear strongest mode "
-      "reaches half its fall first", core=rules.CORE["C6b"])
+          "C4": {regime[k]: rules.c4(rank[k]["table1"]) for k in key_dims},
+          "C5": {regime[k]: rules.c5(rank[k]["table5"]) for k in key_dims},
+          "C9": {regime[k]: rules.c9(ratios[k]) for k in key_dims},
+          "C10": {regime[k]: rules.c10(rank[k]["table4"], tables.part_of(rank[k]["table4"], top_k=s["top_k"]),
+                                       deviation_gap[k]) for k in key_dims}}
+shown = {"C4": {regime[k]: rules.c4_numbers(rank[k]["table1"], tables.part_of(frames["main"], key_dim=k))
+                for k in key_dims},
+         "C5": {regime[k]: rules.c5_numbers(rank[k]["table5"], identity[k]) for k in key_dims},
+         "C9": {regime[k]: rules.c9_numbers(ratios[k]) for k in key_dims},
+         "C10": {regime[k]: rules.c10_numbers(rank[k]["table4"], deviation_gap[k]) for k in key_dims}}
+for cid, figure in {"C4": softmax_png, "C5": decomp_png, "C9": selection_png, "C10": other_png}.items():
+    rules.record_by_regime(s, cid, checks[cid], shown[cid], figure)
+rules.record(s, "C3", checks["C3"], rules.c3_numbers(table3), linear_png)
+rules.record(s, "C6b", checks["C6b"], {"softmax spread / linear spread": collapse_ratio,
+                                       "linear half-fall margin (steps)": strong_first,
+                                       "spectrum": mode_spectrum, "softmax key_dim": primary}, modes_png)
 numbers = {"table1": table1.to_dict("records"), "table3": table3.to_dict("records"), "table4": table4.to_dict("records"),
            "table5": table5.to_dict("records"), "bounds": bound_table.to_dict("records"), "identity_error": identity,
            "modes_per_seed": per_seed.reset_index().to_dict("records"), "not_converged": not_converged.to_dict("records"),

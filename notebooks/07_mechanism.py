@@ -52,8 +52,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import RunConfig, bounds, claim, estimates, exponents, field_names, grids, plots, regimes
-from icl import show_claims, subspaces, tables
+from icl import bounds, estimates, exponents, grids, plots, regimes, show_claims, subspaces, tables
 from icl import notebook as nb
 from icl.claims import mechanism as rules
 
@@ -101,21 +100,25 @@ first = p03["spectra"][0]
 #
 # - **R4 (untrained ensembles follow the trained curves)**, once for each baseline (R4a: the
 #   independent random subspaces; R4b: the complementary tiling blocks), best temperature per depth:
-#   in a rank-limited cell the check holds when the trained loss is within 15 % of the baseline at
-#   every depth (the largest |R_L / baseline_L − 1| below 0.15). One check, the core: it holds when
+#   in a rank-limited cell the check holds when the trained loss is within `BASELINE_TOL` of the
+#   baseline at every depth (the largest |R_L / baseline_L − 1| below it). One check, the core: it holds when
 #   it holds in every cell (before the second rerun: partly reproduced when at least half did).
 # - **R5 (trained layers choose complementary subspaces)**, in every rank-limited cell: (a) at depth
-#   m the mean pairwise overlap of the layers' key subspaces is below half of the random k/d; (b) at
-#   every depth L ≥ m the coverage error is below half of that of L independent random subspaces.
+#   m the mean pairwise overlap of the layers' key subspaces is below `OVERLAP_RATIO` × the random k/d;
+#   (b) at every depth L ≥ m the coverage error is below `COVERAGE_RATIO` × that of L independent
+#   random subspaces.
 #   Core: (a).
 # - **R6 (the tiling is what depth buys)**, at each rank of `ablation_key_dims` (d = 16, P = 64):
-#   (a) the stack with frozen tiled subspaces ends within 5 % of the fully trained stack at depth m
-#   and at the deepest depth; (b) the stack with frozen independent random subspaces ends at least
-#   10 % above the tiled one at depth m. Core: (a).
+#   (a) the stack with frozen tiled subspaces ends within `TILED_TOL` of the fully trained stack at
+#   depth m and at the deepest depth; (b) the stack with frozen independent random subspaces ends
+#   at least `RANDOM_GAP` above the tiled one at depth m. Core: (a).
 #
-# The thresholds live in `icl.claims.mechanism`. What the analysis does not test: whether the
-# layers' query and key subspaces agree with each other (reported, not judged), and anything at
-# full rank, where there is no subspace to choose.
+# What the analysis does not test: whether the layers' query and key subspaces agree with each
+# other (reported, not judged), and anything at full rank, where there is no subspace to choose.
+# The thresholds live in `icl.claims.mechanism`, the one place they are set; from there:
+
+# %%
+rules.show_criteria(s)
 
 # %% [markdown]
 # ## The trained rank-limited sweeps and their baselines
@@ -136,19 +139,13 @@ trained = pd.concat([main, others], ignore_index=True)
 cells = list(dict.fromkeys(regimes.cell_of(r) for _, r in trained.iterrows()))
 
 
-def task_config(p: dict, cell: regimes.Cell) -> RunConfig:
-    """The run settings a notebook's parameters `p` give, at one cell (the bounds depend on the task
-    and the evaluation set only)."""
-    values = {k: v for k, v in p.items() if k in field_names()}
-    return RunConfig.from_dict({**values, "task": "difficult", "dim": cell.dim, "context_length": cell.context_length,
-                                "key_dim": cell.key_dim, "input_exponent": first[0], "task_exponent": first[1]})
-
-
 source_of = {c: p03 if (c.dim, c.context_length) == (d03, P03) and c.key_dim in set(main.key_dim) else params["06_regimes"]
              for c in cells}
 depths_of = {c: sorted(trained[regimes.cells_mask(trained, c)].depth.unique()) for c in cells}
-bounds_of = {c: bounds.bounds(task_config(source_of[c], c), depths_of[c], source_of[c]["fit_contexts"], cache=s.cache)
-             for c in cells}
+cell_task = {c: grids.config_from(source_of[c], "the parameters of notebooks 03 and 06", task="difficult", dim=c.dim,
+                                  context_length=c.context_length, key_dim=c.key_dim, input_exponent=first[0],
+                                  task_exponent=first[1]) for c in cells}  # the bounds need the task only
+bounds_of = {c: bounds.bounds(cell_task[c], depths_of[c], source_of[c]["fit_contexts"], cache=s.cache) for c in cells}
 table = regimes.regime_table(trained, bounds_of)
 rows = []
 for c in cells:
@@ -171,15 +168,6 @@ table[["dim", "context_length", "key_dim", "n_seeds", "R_1", "R_deepest", "rando
 # ensembles: the fixed-temperature curve, far above them at small depth, leaves the panel there.
 
 # %%
-def compared_range(part, b, depths):
-    """The y range of what the figure compares: the trained means and the best-temperature
-    baselines and bounds at the sweep's depths (not the fixed-temperature curve)."""
-    values = [*part.groupby("depth").loss.mean(), b["single"], b["mixture"],
-              *(v for kind in ("random_subspace", "complementary_subspace") for L, v in b.get(kind, {}).items()
-                if int(L) in set(depths))]
-    return min(values) / 1.2, max(values) * 1.2
-
-
 ncol = min(3, int(np.ceil(np.sqrt(len(cells)))))  # 2 x 2 for four cells: wider panels at the README's width
 fig, axes = plt.subplots(-(-len(cells) // ncol), ncol, figsize=(3.1 * ncol, 2.7 * -(-len(cells) // ncol)),
                          squeeze=False, layout="constrained")
@@ -192,7 +180,7 @@ for ax, c in zip(axes.flat, cells):
             label="random subspaces, one fixed β")
     ax.axvline(subspaces.block_size(c.dim, c.key_dim), color="0.6", lw=0.8, ls=(0, (4, 2)),
                label="L = lcm(d, k)/k: complementary blocks tile R^d")
-    ax.set_ylim(*compared_range(part, b, depths_of[c]))
+    ax.set_ylim(*plots.compared_range(part, b, depths_of[c]))
     ax.set_ylabel("relative loss R_L")
     ax.set_title(c.label(), fontsize=9)
 for ax in axes.flat[len(cells):]:
@@ -316,29 +304,12 @@ for k in s["ablation_key_dims"]:
     trained_k = main[(main.key_dim == k) & main.seed.isin(s["ablation_seeds"])]
     r6_ranks[f"key_dim {k}"] = {"tiled / trained": [estimates.depth_ratio(tiled, trained_k, L) for L in (m, deep)],
                                 "random / tiled": estimates.depth_ratio(rand, tiled, m)}
-R4 = {"R4a": "random_subspace", "R4b": "complementary_subspace"}  # one claim per baseline
-checks = {cid: rules.r4(table, kind) for cid, kind in R4.items()}
+checks = {cid: rules.r4(table, kind) for cid, kind in rules.BASELINE_OF.items()}
 checks.update(R5=rules.r5(r5_cells), R6=rules.r6(r6_ranks))
-by_cell = lambda col: {f"d{r.dim} P{r.context_length} k{r.key_dim}": estimates.estimate(r, col) for _, r in table.iterrows()}
-for cid, kind in R4.items():
-    name = kind.split("_")[0]
-    claim(s, cid, f"Untrained ensembles of {name} subspaces (bilinear score, best temperature per depth) follow "
-          "the trained rank-limited curves.", rules.status(cid, checks[cid]),
-          {"largest |R_L / baseline_L - 1|": by_cell(f"{kind}_gap"), **checks[cid]},
-          baselines_png, f"core: within {rules.BASELINE_TOL:.0%} at every depth, in every rank-limited cell",
-          core=rules.CORE[cid])
-claim(s, "R5", "Trained rank-limited layers choose complementary subspaces: less overlap than random ones and an even "
-      "cover of R^d from depth lcm(d, k)/k on.", rules.status("R5", checks["R5"]),
-      {"overlap / random at L = m": {k: v["overlap"] for k, v in r5_cells.items()},
-       "coverage error / random": {k: {f"L={L}": e for L, e in v["coverage_by_depth"].items()} for k, v in r5_cells.items()},
-       **checks["R5"]}, subspaces_png,
-      f"core: overlap at L = m < {rules.OVERLAP_RATIO} x k/d; secondary: coverage error < {rules.COVERAGE_RATIO} x random "
-      "at every L >= m; every rank-limited cell", core=rules.CORE["R5"])
-claim(s, "R6", "The tiling is what depth buys: a stack with frozen complementary subspaces matches the trained one, frozen "
-      "independent random subspaces do not.", rules.status("R6", checks["R6"]),
-      {**{f"{k}: {name}": v for k, r in r6_ranks.items() for name, v in r.items()}, **checks["R6"]}, ablation_png,
-      f"core: frozen tiled / trained < {1 + rules.TILED_TOL} at L = m and the deepest; secondary: frozen random / frozen "
-      f"tiled > {1 + rules.RANDOM_GAP} at L = m", core=rules.CORE["R6"])
+for cid, kind in rules.BASELINE_OF.items():
+    rules.record(s, cid, checks[cid], rules.r4_numbers(table, kind), baselines_png)
+rules.record(s, "R5", checks["R5"], rules.r5_numbers(r5_cells), subspaces_png)
+rules.record(s, "R6", checks["R6"], rules.r6_numbers(r6_ranks), ablation_png)
 nb.write_results(s, {"regimes": table.to_dict("records"), "decomposition_terms": terms.to_dict("records"),
                      "temperatures": temperatures.to_dict("records"), "checks": checks})
 
@@ -391,14 +362,7 @@ full["over_mixture"] = [r.loss / mixture_of[(r.dim, r.context_length, r.key_dim)
 full_cells = list(dict.fromkeys(regimes.cell_of(r) for _, r in full.iterrows()))
 
 
-def per_depth(part: pd.DataFrame) -> pd.DataFrame:
-    """Mean and standard error over seeds, per depth, of the anisotropy and the loss / mixture bound."""
-    a, o = tables.seed_means(part, "anisotropy"), tables.seed_means(part, "over_mixture")
-    return a[["depth", "n"]].assign(anisotropy=a["mean"], anisotropy_sem=a["sem"], over_mixture=o["mean"],
-                                    over_mixture_sem=o["sem"])
-
-
-anisotropy_table = pd.concat([per_depth(full[regimes.cells_mask(full, c)]).assign(
+anisotropy_table = pd.concat([tables.depth_means(full[regimes.cells_mask(full, c)], ["anisotropy", "over_mixture"]).assign(
     dim=c.dim, context_length=c.context_length, key_dim=c.key_dim) for c in full_cells], ignore_index=True)
 nb.save_table(s, anisotropy_table, "full_rank_anisotropy")
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")

@@ -129,7 +129,7 @@ d, stream_k = s["dim"], s["dim"] // s["stream_heads"]
 # The exact thresholds, from `icl.claims.heads`:
 
 # %%
-print(rules.criteria())
+rules.show_criteria()
 
 # %% [markdown]
 # ## The runs

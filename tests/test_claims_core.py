@@ -153,7 +153,7 @@ def synthetic(knee_m: int, tail_alpha: float, seeds=(0, 1, 2), depths=(1, 2, 3, 
 
 def test_the_tail_fit_recovers_the_slope_beyond_the_knee_that_the_all_depth_fit_misses():
     df = synthetic(knee_m=4, tail_alpha=0.5)
-    t = exponents.exponent_fits(estimate_table(df, ["key_dim"]), df, ["key_dim"], lambda r: 4)
+    t = exponents.exponent_fits(estimate_table(df, ["key_dim"]), df, ["key_dim"], dim=16)  # m = 16 / 4
     row = t.iloc[0]
     assert row.knee_depth == 4 and row.alpha_tail == pytest.approx(0.5, abs=0.05)
     assert row.knee < 1  # the loss at the knee over the one-layer loss
@@ -164,7 +164,7 @@ def test_the_tail_fit_recovers_the_slope_beyond_the_knee_that_the_all_depth_fit_
 
 def test_a_tail_with_too_few_depths_is_not_read():
     df = synthetic(knee_m=16, tail_alpha=0.5)
-    row = exponents.exponent_fits(estimate_table(df, ["key_dim"]), df, ["key_dim"], lambda r: 32).iloc[0]
+    row = exponents.exponent_fits(estimate_table(df, ["key_dim"]), df, ["key_dim"], dim=128).iloc[0]  # m = 128 / 4
     assert row.tail_problem.startswith("fewer than 4 depths") and exponents.exponent(row) is None
 
 
@@ -175,3 +175,32 @@ def test_a_curve_s_tail_exponent_or_why_it_is_not_read():
     assert exponents.tail_exponent(depths, losses, 16) == "fewer than 4 depths"
     assert exponents.tail_exponent(depths, [0.5] * 7, 2)  # a flat tail: a reason, never digits
     assert isinstance(exponents.tail_exponent(depths, [0.5] * 7, 2), str)
+
+
+class Notebook:
+    """The settings a claim's record reads: its claims and the parameters its criteria name."""
+
+    def __init__(self):
+        self.claims, self.values = [], {"mode_level": 0.1, "wide_top_k": 16, "reference_depth": 4}
+
+
+@pytest.mark.parametrize("module", [easy, difficult, generalised, regimes, mechanism, heads],
+                         ids=lambda m: m.__name__.rsplit(".", 1)[1])
+def test_each_claim_is_stated_once_in_its_module_with_the_thresholds_filled_in(module, capsys):
+    assert set(module.TEXT) == set(module.CRITERIA) == set(module.CORE)
+    module.show_criteria(Notebook())
+    printed = capsys.readouterr().out
+    assert all(f"{cid}: {module.TEXT[cid][:20]}" in printed for cid in module.CORE)
+    assert "{" not in printed  # every parameter a criterion names is filled in
+
+
+def test_a_record_carries_the_module_s_statement_criterion_and_core():
+    s = Notebook()
+    checks = regimes.r1(table(dict(R_1_over_bound=est(1.2, 1.3, 1.4))))
+    row = regimes.record(s, "R1", checks, {"R_1 / softmax bound": {}}, "map.png")
+    assert row["status"] == "not reproduced" and row["core"] == regimes.CORE["R1"]
+    assert row["claim"] == regimes.TEXT["R1"] and row["criterion"] == regimes.CRITERIA["R1"]
+    checks = generalised.c7(table())
+    by_rank = generalised.record_by_regime(s, "C7", {"key_dim 4": checks}, {"key_dim 4": {}}, "fig.png")
+    assert "R_deepest / R_4 < 1" in by_rank["criterion"] and "{" not in by_rank["criterion"]  # reference_depth 4
+    assert [c["id"] for c in s.claims] == ["R1", "C7"]

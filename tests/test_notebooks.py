@@ -2,6 +2,7 @@
 regression can fail."""
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -36,6 +37,18 @@ def test_py_ipynb_and_golden_hold_the_same_cells(py):
     golden = ROOT / "tests" / "golden" / paired.name
     assert golden.exists(), f"tests/golden/{paired.name} is missing: run `make golden`"
     assert cell_sources(nbformat.read(golden, 4)) == source, f"tests/golden/{paired.name} differs from {py.name}: run `make golden`"
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
+def test_a_notebook_tells_the_story_and_leaves_the_logic_to_icl(py):
+    """No function or class is defined in a notebook, and its claims are recorded through its rules
+    module (the statement, criterion and thresholds of a claim live there, once)."""
+    tree = ast.parse(py.read_text())
+    defined = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    assert not defined, f"{py.name} defines {defined}: they belong in icl"
+    direct = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+              and n.func.id in ("claim", "claim_by_regime")]
+    assert not direct, f"{py.name} records a claim by hand at lines {direct}: use rules.record"
 
 
 @pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)

@@ -78,12 +78,15 @@ def regime_row(key: tuple, part: pd.DataFrame, by: list[str], m: int) -> dict:
     return row
 
 
-def exponent_fits(table: pd.DataFrame, df: pd.DataFrame, by: list[str], m_of, workers: int = 1) -> pd.DataFrame:
+def exponent_fits(table: pd.DataFrame, df: pd.DataFrame, by: list[str], dim: int | None = None,
+                  workers: int = 1) -> pd.DataFrame:
     """`table` (an `estimate_table` of the sweeps of `df` grouped by `by`) with the columns of
-    `regime_row` joined in; m_of(row) gives a row's knee depth (`knee_depth`)."""
+    `regime_row` joined in; a row's knee depth is `knee_depth(dim, key_dim)`, with the width `dim`
+    given or, where it varies, read from the row's own `dim` column."""
     groups = dict(sweeps(df, by))
     keys = [tuple(r[b] for b in by) for _, r in table.iterrows()]
-    tasks = [(key, groups[key], by, int(m_of(r))) for key, (_, r) in zip(keys, table.iterrows())]
+    tasks = [(key, groups[key], by, knee_depth(int(dim or r["dim"]), int(r["key_dim"])))
+             for key, (_, r) in zip(keys, table.iterrows())]
     extra = pd.DataFrame(in_processes(regime_row, tasks, workers))
     return table.merge(extra, on=by, how="left") if len(extra) else table
 

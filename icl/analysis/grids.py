@@ -6,7 +6,7 @@ Every function takes the notebook's validated `Settings` (`notebook.parameters`)
 """
 from __future__ import annotations
 
-from ..core.config import RunConfig
+from ..core.config import RunConfig, field_names
 
 
 def easy_linear(s) -> dict[str, list[RunConfig]]:
@@ -88,15 +88,19 @@ def regimes(s) -> dict[str, list[RunConfig]]:
     return {"cells": runs}
 
 
+def config_from(params: dict, what: str, **overrides) -> RunConfig:
+    """The run settings a notebook's recorded parameters give (its RunConfig fields; `what` names
+    them in an error), with `overrides`: how notebook 07 reads the runs of notebooks 03 and 06."""
+    values = {k: v for k, v in params.items() if k in field_names()}
+    return RunConfig.from_dict({**values, **overrides}, what)
+
+
 def mechanism(s, trained_with: dict) -> dict[str, list[RunConfig]]:
     """Notebook 07's ablation: notebook 03's settings (`trained_with`, its parameters) at each rank
     of `ablation_key_dims`, every layer's subspace frozen as each kind of `ablation_kinds`."""
-    from ..core.config import field_names
-
     first = trained_with["spectra"][0]
-    values = {k: v for k, v in trained_with.items() if k in field_names()}
-    base = RunConfig.from_dict({**values, "model": "softmax", "task": "difficult", "input_exponent": first[0],
-                                "task_exponent": first[1], "device": s["device"]}, "notebook 03's parameters")
+    base = config_from(trained_with, "notebook 03's parameters", model="softmax", task="difficult",
+                       input_exponent=first[0], task_exponent=first[1], device=s["device"])
     return {"ablation": [base.replace(key_dim=k, subspace=kind, depth=L, seed=seed) for k in s["ablation_key_dims"]
                          for kind in s["ablation_kinds"] for seed in s["ablation_seeds"] for L in trained_with["depths"]]}
 

@@ -169,6 +169,33 @@ def sweep_with_bounds(ax, part: pd.DataFrame, b: dict, title: str) -> None:
     ax.set_ylabel("relative loss R_L")
 
 
+def sweep_grid(frame: pd.DataFrame, spectra, key_dims, bounds_of: dict, plateau: dict | None = None):
+    """One panel per (spectrum, rank), spectra down and ranks across: the sweep, its fit and its
+    bounds (`bounds_of[(spectrum, key_dim)]`, a spectrum as a tuple), and the linear plateau
+    (`plateau[spectrum]`) where given; returns the figure."""
+    fig, axes = plt.subplots(len(spectra), len(key_dims), figsize=(3.1 * len(key_dims), 2.6 * len(spectra)),
+                             squeeze=False, sharex=True, layout="constrained")
+    for i, spectrum in enumerate(map(tuple, spectra)):
+        for j, k in enumerate(key_dims):
+            part = frame[(frame.input_exponent == spectrum[0]) & (frame.task_exponent == spectrum[1])
+                         & (frame.key_dim == k)]
+            sweep_with_bounds(axes[i, j], part, bounds_of[(spectrum, k)], f"{spectrum_label(*spectrum)}, key_dim {k}")
+            if plateau is not None:
+                axes[i, j].axhline(plateau[spectrum], color=PLATEAU, ls="-.", lw=0.8, label="linear plateau")
+    figure_legend(fig)  # after every line is drawn, the plateau's included
+    return fig
+
+
+def compared_range(part: pd.DataFrame, b: dict, depths) -> tuple[float, float]:
+    """The y range of what a baseline figure compares: the trained means and the best-temperature
+    baselines and bounds `b` at the sweep's depths (not the fixed-temperature curve, far above
+    them at small depth)."""
+    values = [*part.groupby("depth").loss.mean(), b["single"], b["mixture"],
+              *(v for kind in ("random_subspace", "complementary_subspace") for L, v in b.get(kind, {}).items()
+                if int(L) in set(depths))]
+    return min(values) / 1.2, max(values) * 1.2
+
+
 def relative_to_bound(ax, part: pd.DataFrame, b: dict, color, label: str) -> None:
     """R_L / softmax bound against depth for one sweep (error bars: standard error over seeds;
     hollow: not at its plateau), with its random-subspace ensemble (dashed) and its mixture bound

@@ -15,7 +15,7 @@ import pandas as pd
 from ..core.config import RunConfig
 from . import bounds as bnd
 from .baselines import KINDS
-from .estimates import curve_stats, estimate_columns
+from .estimates import curve_stats, estimate, estimate_columns
 from .intervals import over_seeds, seed_matrix
 from .tables import fit_curve
 
@@ -110,3 +110,13 @@ CELL = ["dim", "context_length", "key_dim"]
 def cells_mask(df: pd.DataFrame, cell: Cell) -> pd.Series:
     """The rows of `df` (a losses frame with dim and context_length) that belong to `cell`."""
     return (df.dim == cell.dim) & (df.context_length == cell.context_length) & (df.key_dim == cell.key_dim)
+
+
+def cell_name(row) -> str:
+    """'d16 P64 k4': how a cell's numbers are named in a claim's record."""
+    return f"d{row.dim} P{row.context_length} k{row.key_dim}"
+
+
+def by_cell(table: pd.DataFrame, column: str) -> dict:
+    """{cell name: Estimate} of one estimate column, one entry per row (cell) of the table."""
+    return {cell_name(r): estimate(r, column) for _, r in table.iterrows()}

@@ -34,6 +34,16 @@ def seed_means(df: pd.DataFrame, value: str = "loss") -> pd.DataFrame:
     return out.reset_index().sort_values("depth", ignore_index=True)
 
 
+def depth_means(df: pd.DataFrame, values: list[str]) -> pd.DataFrame:
+    """Per depth, the mean over seeds of each column of `values` and its standard error (`<value>_sem`)."""
+    out = None
+    for v in values:
+        m = seed_means(df, v)
+        part = m[["depth", "n"]].assign(**{v: m["mean"], f"{v}_sem": m["sem"]})
+        out = part if out is None else out.merge(part, on=["depth", "n"])
+    return out
+
+
 def fit_curve(depths, means, L0: float | None = None, errors=None, floor_below_min: bool = True) -> PowerLawFit:
     """The protocol's fit of one mean curve: R_L = L0 + c L^-alpha in log space, the floor fitted
     jointly in [0, min_L R_L] unless L0 is given (a floor above a measured mean loss would say the
@@ -164,6 +174,22 @@ def reference_exponent(curve, depths) -> float:
 
 
 # ---------------------------------------------------------------- per-run tables of notebooks 02 and 04
+
+
+# Table 2's reference exponents: column suffix -> (where the curve was computed, which reference)
+REFERENCE_FITS = {"rep_mc": ("mc", "repeated"), "free_mc": ("mc", "free"), "rep_pop": ("population", "repeated"),
+                  "free_pop": ("population", "free")}
+
+
+def reference_row(spectrum, refs: dict, depths) -> dict:
+    """Table 2's row of one spectrum (input_exponent, task_exponent): the exponents of its
+    references (`theory.references`) over `depths` and its spectral ranges."""
+    a, b = spectrum
+    return {"spectrum": spectrum_label(a, b), "input_exponent": a, "task_exponent": b,
+            "range_population": refs["population"]["range_population"],
+            "range_context_median": refs["mc"]["range_empirical_median"],
+            **{f"alpha_{name}": reference_exponent(refs[where][kind], depths)
+               for name, (where, kind) in REFERENCE_FITS.items()}}
 
 
 def context_update_table(results: list[dict]) -> pd.DataFrame:

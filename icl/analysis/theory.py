@@ -224,6 +224,14 @@ def population_references(lam, omega, depths=DEFAULT_DEPTHS) -> dict:
             "range_population": float(np.max(lam) / np.min(lam))}
 
 
+def references(cfg: RunConfig, depths, n_contexts: int) -> dict:
+    """Both references of cfg's spectrum at every depth: {"population": population_references,
+    "mc": mc_references at cfg's context length over n_contexts contexts}."""
+    lam, omega = spectra(cfg.dim, cfg.input_exponent, cfg.task_exponent)
+    return {"population": population_references(lam, omega, depths),
+            "mc": mc_references(cfg, depths, n_contexts=n_contexts)}
+
+
 def depth_exponent(losses, depths, lo: float = 1, hi: float = np.inf, min_loss: float = 1e-12) -> PowerLawFit:
     """Log-log slope of loss against depth over lo <= L <= hi: a pure power law c L^-alpha.
 

@@ -17,6 +17,7 @@ algebraic identity) is a unit test in tests/, never a check here.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -206,6 +207,44 @@ def claim_by_regime(s, cid: str, text: str, regimes: dict, figure: str, criterio
     return claim(s, cid, text, overall(r["status"] for r in regimes.values()), summary, figure,
                  criterion + "; judged in every regime: reproduced when reproduced in all, not reproduced when in none",
                  regimes, core)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """One notebook's claims, stated once: each claim's statement (`text`), its criterion with the
+    thresholds of its module (`criteria`, printed into the notebook's criteria cell before any
+    number is computed) and the name of its core check (`core`)."""
+
+    text: dict
+    criteria: dict
+    core: dict
+
+    def status(self, cid: str, checks: dict):
+        """The claim's status from its checks, judged by its core (`verdict`)."""
+        return verdict(checks, self.core[cid])
+
+    def statement(self, cid: str, s=None) -> tuple[str, str]:
+        """Claim `cid`'s text and criterion; a number that is a notebook parameter ("{mode_level}")
+        is filled in from the settings `s` where given."""
+        fill = lambda t: t.format(**s.values) if s is not None and "{" in t else t  # noqa: E731
+        return fill(self.text[cid]), fill(self.criteria[cid])
+
+    def show_criteria(self, s=None) -> None:
+        """The criteria cell: each claim's statement and criterion, with its thresholds."""
+        for cid in self.core:
+            print("{}: {}\n    {}".format(cid, *self.statement(cid, s)))
+
+    def record(self, s, cid: str, checks: dict, numbers: dict, figure: str) -> dict:
+        """Record claim `cid` from its checks and the numbers its record shows beside them."""
+        text, criterion = self.statement(cid, s)
+        return claim(s, cid, text, self.status(cid, checks), {**numbers, **checks}, figure, criterion,
+                     core=self.core[cid])
+
+    def record_by_regime(self, s, cid: str, checks: dict, numbers: dict, figure: str) -> dict:
+        """Record claim `cid` judged in several regimes: `checks` and `numbers` keyed by regime."""
+        regimes = {r: {"status": self.status(cid, c), "measured": {**numbers[r], **c}} for r, c in checks.items()}
+        text, criterion = self.statement(cid, s)
+        return claim_by_regime(s, cid, text, regimes, figure, criterion, core=self.core[cid])
 
 
 def show_claims(s) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..analysis.estimates import estimate
 from ..analysis.exponents import recorded
-from . import above, below, every, near_one, verdict, within
+from . import Rules, above, below, every, near_one, within
 
 ALPHA_TOL, LEVEL_TOL, FLAT_GAIN = 0.35, 0.15, 0.02  # alpha near 1; A_L, C_L level off; top-16 flat
 U_SPAN, PAPER_U, U_TOL = 0.5, -2.3, 0.5  # the update scalar: varies, or stays near the paper's -2.3
@@ -21,6 +21,27 @@ IDENTITY_MASS, BROAD_MASS = 0.7, 0.3  # self-attention mass of the deepest model
 
 CORE = {"C7": "inverse-depth decay", "C8": "top-2 inverse-depth signal"}
 
+
+# {reference_depth}, {wide_top_k}: notebook 04's parameters, filled in when the claims are recorded
+TEXT = {
+    "C7": "Shared stream (C.1) and untied values (C.2) keep an approximate inverse-depth trend beyond moderate depth, "
+          "with both decomposition terms approaching constants.",
+    "C8": "With context updates (C.3) top-2 keeps an inverse-depth signal while top-{wide_top_k} stops improving; the "
+          "update scalar varies with depth for top-2 and stays near -2.3 for top-{wide_top_k}; top-2 context "
+          "attention is nearly the identity, top-{wide_top_k} broad.",
+}
+CRITERIA = {
+    "C7": f"core: every sweep has R_deepest / R_{{reference_depth}} < 1 and |alpha - 1| <= {ALPHA_TOL} over the "
+          f"defensible fits; secondary: A_L and C_L change < {LEVEL_TOL:.0%} over the last doubling of depth; 95 % "
+          "intervals over seeds",
+    "C8": f"core: top-2 R_deepest / R_{{reference_depth}} < 1 and |alpha - 1| <= {ALPHA_TOL} over the defensible fits; "
+          f"secondary: top-{{wide_top_k}}: R_deepest / R_{{reference_depth}} > {1 - FLAT_GAIN}; u span > {U_SPAN} "
+          f"(top-2), <= {U_SPAN} (top-{{wide_top_k}}); top-{{wide_top_k}} mean u within {U_TOL} of {PAPER_U}; "
+          f"self-attention mass >= {IDENTITY_MASS} (top-2), <= {BROAD_MASS} (top-{{wide_top_k}}); 95 % intervals over "
+          "seeds",
+}
+RULES = Rules(TEXT, CRITERIA, CORE)
+status, record_by_regime, show_criteria = RULES.status, RULES.record_by_regime, RULES.show_criteria
 
 def sweep_name(row) -> str:
     """'shared_stream, top-2, (0, 0)': how a sweep's checks are named."""
@@ -82,8 +103,3 @@ def c8_numbers(top2, wide, u_top2, u_wide) -> dict:
                                       "u span": estimate(u, "u_span"), "u mean": estimate(u, "u_mean"),
                                       "self mass": estimate(u, "self_mass"), "converged": bool(r.trained_to_plateau)}
     return out
-
-
-def status(cid: str, checks: dict):
-    """The claim's status from its checks, judged by its core (`icl.claims.verdict`)."""
-    return verdict(checks, CORE[cid])

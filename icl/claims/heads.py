@@ -5,7 +5,7 @@ to buy) and R9 (a looped stack's share of the untied stack's gain). Each claim h
 (icl.analysis.heads_loops), and every threshold is here, printed into the notebook's criteria cell."""
 from __future__ import annotations
 
-from . import above, below, claim, every, verdict, within
+from . import Rules, above, below, every, within
 
 MATCH_TOL = 0.10  # R7 core: |R(L, h) / R(L h, 1) - 1| below this at every matched L h
 CAPTURED_MIN = 0.5  # R7: one layer of d/k heads captures more than half of the h = 1 stack's gain
@@ -45,9 +45,8 @@ CRITERIA = {
 }
 
 
-def criteria() -> str:
-    """The criteria cell's text: each claim's checks with the thresholds above."""
-    return "\n".join(f"{cid}: {TEXT[cid]}\n    {CRITERIA[cid]}" for cid in CORE)
+RULES = Rules(TEXT, CRITERIA, CORE)
+status, record, show_criteria = RULES.status, RULES.record, RULES.show_criteria
 
 
 def r7(ranks: dict) -> dict:
@@ -88,15 +87,3 @@ def r9(looped_gain, kept: dict) -> dict:
     checks = {CORE["R9"]: within(looped_gain, 0.0, LOOP_FLAT_TOL)}
     checks.update({f"{m} keeps the gain": above(e, KEEP_MIN) for m, e in kept.items()})
     return checks
-
-
-def status(cid: str, checks: dict):
-    """Reproduced: every check holds; not reproduced: the core fails; partly otherwise; an
-    inconclusive core (or secondary that decides) gives inconclusive (icl.claims.verdict)."""
-    return verdict(checks, CORE[cid])
-
-
-def record(s, cid: str, checks: dict, numbers: dict, figure: str) -> dict:
-    """One claim's record with its core check named (icl.running.claim_report's "decided by")."""
-    return claim(s, cid, TEXT[cid], status(cid, checks), {**numbers, **checks}, figure,
-                 CRITERIA[cid], core=CORE[cid])

@@ -5,7 +5,8 @@ claim's core check (CORE) carries its statement; the others are secondary (`icl.
 from __future__ import annotations
 
 from ..analysis.estimates import estimate
-from . import above, below, every, verdict
+from ..analysis.regimes import by_cell
+from . import Rules, above, below, every
 
 BASELINE_TOL = 0.15  # R4: the trained curve within 15 % of the baseline at every depth
 OVERLAP_RATIO, COVERAGE_RATIO = 0.5, 0.5  # R5: below half of what independent random subspaces give
@@ -14,6 +15,28 @@ TILED_TOL, RANDOM_GAP = 0.05, 0.10  # R6
 CORE = {"R4a": "cells within the tolerance", "R4b": "cells within the tolerance",
         "R5": "overlap below random at L = m", "R6": "frozen tiling matches the trained stack"}
 
+
+TEXT = {
+    "R4a": "Untrained ensembles of random subspaces (bilinear score, best temperature per depth) follow the trained "
+           "rank-limited curves.",
+    "R4b": "Untrained ensembles of complementary subspaces (bilinear score, best temperature per depth) follow the "
+           "trained rank-limited curves.",
+    "R5": "Trained rank-limited layers choose complementary subspaces: less overlap than random ones and an even "
+          "cover of R^d from depth lcm(d, k)/k on.",
+    "R6": "The tiling is what depth buys: a stack with frozen complementary subspaces matches the trained one, frozen "
+          "independent random subspaces do not.",
+}
+CRITERIA = {
+    "R4a": f"core: within {BASELINE_TOL:.0%} at every depth, in every rank-limited cell",
+    "R4b": f"core: within {BASELINE_TOL:.0%} at every depth, in every rank-limited cell",
+    "R5": f"core: overlap at L = m < {OVERLAP_RATIO} x k/d; secondary: coverage error < {COVERAGE_RATIO} x random "
+          "at every L >= m; every rank-limited cell",
+    "R6": f"core: frozen tiled / trained < {1 + TILED_TOL} at L = m and the deepest; secondary: frozen random / frozen "
+          f"tiled > {1 + RANDOM_GAP} at L = m",
+}
+BASELINE_OF = {"R4a": "random_subspace", "R4b": "complementary_subspace"}  # R4: one claim per baseline
+RULES = Rules(TEXT, CRITERIA, CORE)
+status, record, show_criteria = RULES.status, RULES.record, RULES.show_criteria
 
 def r4(table, kind: str) -> dict:
     """Core, per rank-limited cell: the largest |R_L / baseline_L - 1| below BASELINE_TOL (holds
@@ -37,6 +60,20 @@ def r6(ranks: dict) -> dict:
             "frozen random subspaces are worse": every(above(r["random / tiled"], 1 + RANDOM_GAP) for r in ranks.values())}
 
 
-def status(cid: str, checks: dict):
-    """The claim's status from its checks, judged by its core (`icl.claims.verdict`)."""
-    return verdict(checks, CORE[cid])
+# ---------------------------------------------------------------- what each record shows beside its checks
+
+
+def r4_numbers(table, kind: str) -> dict:
+    return {"largest |R_L / baseline_L - 1|": by_cell(table, f"{kind}_gap")}
+
+
+def r5_numbers(cells: dict) -> dict:
+    """`cells`: {cell name: estimates.subspace_ratios of that cell}."""
+    return {"overlap / random at L = m": {k: v["overlap"] for k, v in cells.items()},
+            "coverage error / random": {k: {f"L={L}": e for L, e in v["coverage_by_depth"].items()}
+                                        for k, v in cells.items()}}
+
+
+def r6_numbers(ranks: dict) -> dict:
+    """`ranks`: {"key_dim k": {"tiled / trained": [...], "random / tiled": ...}}."""
+    return {f"{k}: {name}": v for k, r in ranks.items() for name, v in r.items()}

@@ -5,7 +5,9 @@ core check (CORE) carries its statement; the others are secondary (`icl.claims.v
 from __future__ import annotations
 
 from ..analysis.estimates import estimate
-from . import above, below, every, near_one, verdict, within
+from ..analysis.exponents import recorded
+from ..analysis.regimes import by_cell, cell_name
+from . import Rules, above, below, every, near_one, within
 
 BOUND_TOL = 0.05  # R1: one full-rank layer within 5 % of the softmax bound
 FLAT_FALL, MIXTURE_TOL = 0.9, 0.05  # R2
@@ -13,6 +15,21 @@ ALPHA_TOL, GAP_CLOSED = 0.25, 0.5  # R3 (and FLAT_FALL)
 
 CORE = {"R1": "cells within the tolerance", "R2": "flat with depth", "R3": "inverse-depth decay"}
 
+
+TEXT = {
+    "R1": "A full-rank softmax layer is the best isotropic softmax of the cosine (the softmax bound).",
+    "R2": "With full-rank layers depth adds almost nothing: no deep model goes much below the mixture bound.",
+    "R3": "Rank-limited layers show inverse-depth decay towards the softmax bound: depth buys back rank.",
+}
+CRITERIA = {
+    "R1": f"core: |R_1 / softmax bound - 1| <= {BOUND_TOL} in every full-rank cell; 95 % intervals over seeds",
+    "R2": f"core: R_deepest / R_1 > {FLAT_FALL}; secondary: R_deepest / mixture bound > {1 - MIXTURE_TOL:.2f}; in "
+          "every full-rank cell",
+    "R3": f"core: R_deepest / R_1 < {FLAT_FALL} and |alpha - 1| <= {ALPHA_TOL} over the defensible fits; secondary: "
+          f"(R_1 - R_deepest) / (R_1 - bound) > {GAP_CLOSED}; every rank-limited cell",
+}
+RULES = Rules(TEXT, CRITERIA, CORE)
+status, record, show_criteria = RULES.status, RULES.record, RULES.show_criteria
 
 def _each(table, name: str, check) -> list:
     return [check(estimate(r, name)) for _, r in table.iterrows()]
@@ -39,6 +56,18 @@ def r3(limited) -> dict:
             "half the gap to the bound closed": every(_each(limited, "gap_closed", lambda e: above(e, GAP_CLOSED)))}
 
 
-def status(cid: str, checks: dict):
-    """The claim's status from its checks, judged by its core (`icl.claims.verdict`)."""
-    return verdict(checks, CORE[cid])
+# ---------------------------------------------------------------- what each record shows beside its checks
+
+
+def r1_numbers(full) -> dict:
+    return {"R_1 / softmax bound": by_cell(full, "R_1_over_bound")}
+
+
+def r2_numbers(full) -> dict:
+    return {"R_deepest / R_1": by_cell(full, "fall"), "R_deepest / mixture bound": by_cell(full, "deepest_over_mixture")}
+
+
+def r3_numbers(limited) -> dict:
+    return {"alpha (defensible fits)": {cell_name(r): recorded(r) for _, r in limited.iterrows()},
+            "alpha": by_cell(limited, "alpha"), "tail alpha (L >= m)": by_cell(limited, "alpha_tail"),
+            "R_deepest / R_1": by_cell(limited, "fall"), "gap to the bound closed": by_cell(limited, "gap_closed")}
