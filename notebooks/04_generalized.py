@@ -79,7 +79,7 @@ plots.style()
 # %% tags=["parameters"]
 profile = "quick"  # which params/<profile>/ file these values came from (informational)
 output_dir = "outputs/scratch/04_generalized"  # a run by hand (git-ignored); icl reproduce: outputs/<profile>/
-cache_dir = "outputs/runs"  # run cache; None trains afresh into a temporary folder
+cache_dir = "outputs/runs"  # run cache; None trains afresh, keeping nothing on disk
 device = "auto"
 threads = 0  # torch CPU threads; 0 keeps torch's default
 bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); `--smoke` draws fewer (icl.plan.SMOKE)

@@ -55,7 +55,7 @@ plots.style()
 profile = "quick"  # which params/<profile>/ file these values came from (informational)
 # output_dir: a run by hand (git-ignored); icl reproduce: outputs/<profile>/
 output_dir = "outputs/scratch/08_heads_and_loops"
-cache_dir = "outputs/runs"  # run cache; None trains afresh into a temporary folder
+cache_dir = "outputs/runs"  # run cache; None trains afresh, keeping nothing on disk
 device = "auto"
 threads = 0  # torch CPU threads; 0 keeps torch's default
 bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); `--smoke` draws fewer
@@ -129,7 +129,7 @@ d, stream_k = s["dim"], s["dim"] // s["stream_heads"]
 # The exact thresholds, from `icl.claims.heads`:
 
 # %%
-rules.show_criteria()
+rules.show_criteria(s)
 
 # %% [markdown]
 # ## The runs

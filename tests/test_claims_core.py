@@ -188,7 +188,7 @@ class Notebook:
                          ids=lambda m: m.__name__.rsplit(".", 1)[1])
 def test_each_claim_is_stated_once_in_its_module_with_the_thresholds_filled_in(module, capsys):
     assert set(module.TEXT) == set(module.CRITERIA) == set(module.CORE)
-    module.show_criteria(Notebook())
+    module.show_criteria(Notebook())  # every claim of the module
     printed = capsys.readouterr().out
     assert all(f"{cid}: {module.TEXT[cid][:20]}" in printed for cid in module.CORE)
     assert "{" not in printed  # every parameter a criterion names is filled in

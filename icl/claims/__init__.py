@@ -229,9 +229,10 @@ class Rules:
         fill = lambda t: t.format(**s.values) if s is not None and "{" in t else t  # noqa: E731
         return fill(self.text[cid]), fill(self.criteria[cid])
 
-    def show_criteria(self, s=None) -> None:
-        """The criteria cell: each claim's statement and criterion, with its thresholds."""
-        for cid in self.core:
+    def show_criteria(self, s=None, *cids: str) -> None:
+        """The criteria cell: each claim's statement and criterion, with its thresholds (the claims
+        `cids`, or all of them; a module can serve two notebooks)."""
+        for cid in cids or self.core:
             print("{}: {}\n    {}".format(cid, *self.statement(cid, s)))
 
     def record(self, s, cid: str, checks: dict, numbers: dict, figure: str) -> dict:

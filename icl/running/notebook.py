@@ -96,8 +96,7 @@ class Settings:
     def run(self, cfgs: list[RunConfig]) -> list[dict]:
         """Train (or read from the cache) every config; groups train in one batched pass. A run that
         diverged is named on standard error and left out of the list returned. Without a
-        cache_dir every call trains afresh, as it always did, in a cache that lives in memory only
-        (a temporary folder per call was left behind by every run)."""
+        cache_dir every call trains afresh, in a cache that lives in memory only."""
         cache = self.cache or MemoryCache()
         results = run_sweep(cfgs, cache, progress=self.values.get("progress", True))
         for line in diverged(results):  # the analyses read finished runs only

@@ -8,8 +8,8 @@ notebooks' runs (`plan.check_work`).
 
 Time: the largest group of each model (by `memory.step_floats`, the tensors a step touches; its
 first models where it is larger than TIMED_FLOATS) is built and trained for a few steps (one to
-warm up, then TIMED_STEPS); every other group of that model is scaled from it by the same
-measure, and evaluations are counted as forward passes over the held-out contexts (about a third
+warm up, then about TIMED_BLOCK seconds of them); every other group of that model is scaled from
+it by the same measure, and evaluations are counted as forward passes over the held-out contexts (about a third
 of a training step per context). Size: the floats a result holds (train.group_results), at the
 bytes JSON gives a float, plus the fixed fields.
 """
@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import shutil
 import sys
-import time
 from pathlib import Path
 
 from ..core.config import ConfigError, RunConfig
 from ..core.memory import step_floats
 
 DAY = 86_400.0  # seconds of estimated work above which a job needs --yes
-TIMED_STEPS = 2
+TIMED_BLOCK = 0.2  # seconds of steps timed per group (after one untimed step)
 TIMED_FLOATS = 2**26  # at most the floats a timed step touches (256 MiB): a larger group is timed on its first models
 FLOAT_BYTES, ENTRY_BYTES = 20, 2_000  # a float in JSON ("0.12345678901234567, "); config, key, checksum
 SELECTION_PERCENTILES = 99  # train.SELECTION_PERCENTILES (not imported: train loads torch)
@@ -58,26 +57,24 @@ def timed_part(group: list[RunConfig]) -> list[RunConfig]:
     return group[: max(1, int(len(group) * min(1.0, TIMED_FLOATS / group_cost(group))))]
 
 
-def seconds_per_step(group: list[RunConfig]) -> float:
-    """Wall seconds of one training step of `group` on this machine, timed on real steps."""
+def group_step_seconds(group: list[RunConfig]) -> float:
+    """Wall seconds of one training step of `group` on this machine, timed on real steps by the
+    benchmark's clock (`timing.seconds_per_step`: a warm-up step, then a block of about TIMED_BLOCK s)."""
+    import itertools
+
     import torch
 
     from ..core.models import build, stack_order
     from ..core.tasks import make_generator
     from ..core.train import StackAdam, resolve_device, train_step
+    from .timing import seconds_per_step
 
     base, device = group[0], resolve_device(group[0].device)
     stack = build(base, stack_order(base.model, [c.depth for c in group])).to(device)
     opt = StackAdam(stack, torch.tensor([c.learning_rate for c in group], device=device))
-    gen = make_generator(base.seed, device)
-    train_step(stack, opt, base, gen, 0)  # the first step pays for allocations and kernel loading
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    sync()
-    start = time.perf_counter()
-    for step in range(1, 1 + TIMED_STEPS):
-        train_step(stack, opt, base, gen, step)
-    sync()
-    return (time.perf_counter() - start) / TIMED_STEPS
+    gen, steps = make_generator(base.seed, device), itertools.count()
+    wall, _ = seconds_per_step({"group": lambda: train_step(stack, opt, base, gen, next(steps))}, 1, device, TIMED_BLOCK)
+    return wall["group"]
 
 
 def evaluation_steps(cfg: RunConfig) -> float:
@@ -96,7 +93,7 @@ def estimate(todo: list[list[RunConfig]]) -> dict:
     for g in todo:
         if kind(g[0]) not in largest or group_cost(g) > group_cost(largest[kind(g[0])]):
             largest[kind(g[0])] = g
-    per_step = {m: seconds_per_step(timed_part(g)) / group_cost(timed_part(g)) for m, g in largest.items()}  # s per float
+    per_step = {m: group_step_seconds(timed_part(g)) / group_cost(timed_part(g)) for m, g in largest.items()}  # s per float
     seconds = 0.0
     for g in todo:
         base = g[0]
