@@ -147,10 +147,20 @@ rules.show_criteria(s, "C1", "C6a")
 # zero at every depth.
 
 # %%
-refs = {tuple(sp): theory.references(s.config(model="linear", task="easy", input_exponent=sp[0], task_exponent=sp[1]),
-                                     s["depths"], s["reference_contexts"]) for sp in s["spectra"]}
-ref_rows = [{"spectrum": label(sp), "kind": f"{where} {kind}", **dict(zip(s["depths"], r[where][kind]))}
-            for sp, r in refs.items() for where in ("population", "mc") for kind in ("repeated", "free")]
+refs = {
+    tuple(sp): theory.references(
+        s.config(model="linear", task="easy", input_exponent=sp[0], task_exponent=sp[1]),
+        s["depths"],
+        s["reference_contexts"],
+    )
+    for sp in s["spectra"]
+}
+ref_rows = [
+    {"spectrum": label(sp), "kind": f"{where} {kind}", **dict(zip(s["depths"], r[where][kind]))}
+    for sp, r in refs.items()
+    for where in ("population", "mc")
+    for kind in ("repeated", "free")
+]
 nb.save_table(s, pd.DataFrame(ref_rows), "reference_losses")
 pd.DataFrame(ref_rows).set_index(["spectrum", "kind"]).map("{:.3g}".format)
 
@@ -179,7 +189,9 @@ pd.DataFrame(ref_rows).set_index(["spectrum", "kind"]).map("{:.3g}".format)
 runs = s.run(grids.easy_linear(s)["linear"])  # the configs: icl.grids.easy_linear
 df = tables.losses_frame(runs).assign(diverged=[r["final_loss"] > r["initial_loss"] for r in runs])
 nb.save_table(s, df, "losses")
-df.pivot_table(index=["input_exponent", "task_exponent"], columns="depth", values="loss").map("{:.4g}".format)
+df.pivot_table(index=["input_exponent", "task_exponent"], columns="depth", values="loss").map(
+    "{:.4g}".format
+)
 
 # %% [markdown]
 # ## Training curves
@@ -187,13 +199,31 @@ df.pivot_table(index=["input_exponent", "task_exponent"], columns="depth", value
 # loss-against-depth figure mark runs that did not). Every seed is drawn.
 
 # %%
-curves_png = nb.save_figure(s, plots.curve_panels({label(sp): runs_of(runs, sp) for sp in s["spectra"]}),
-                             "training_curves")
-means = df[~df.diverged].groupby(["input_exponent", "task_exponent", "depth"]).loss.mean().unstack("depth")
-rises = {label(k): [int(L) for L, a, b in zip(means.columns[1:], row.values[1:], row.values[:-1]) if a > b]
-         for k, row in means.iterrows()}
-print("converged:", int(df.converged.sum()), "of", len(df), "| diverged:", int(df.diverged.sum()),
-      "| depths whose mean loss is above the next shallower one:", rises)
+curves_png = nb.save_figure(
+    s, plots.curve_panels({label(sp): runs_of(runs, sp) for sp in s["spectra"]}), "training_curves"
+)
+means = (
+    df[~df.diverged]
+    .groupby(["input_exponent", "task_exponent", "depth"])
+    .loss.mean()
+    .unstack("depth")
+)
+rises = {
+    label(k): [
+        int(L) for L, a, b in zip(means.columns[1:], row.values[1:], row.values[:-1]) if a > b
+    ]
+    for k, row in means.iterrows()
+}
+print(
+    "converged:",
+    int(df.converged.sum()),
+    "of",
+    len(df),
+    "| diverged:",
+    int(df.diverged.sum()),
+    "| depths whose mean loss is above the next shallower one:",
+    rises,
+)
 
 # %% [markdown]
 # ## C1: loss against depth, with both references (paper §3.1, A.2)
@@ -202,20 +232,41 @@ print("converged:", int(df.converged.sum()), "of", len(df), "| diverged:", int(d
 
 # %%
 trained = df[~df.diverged]
-parts = {(a, b): trained[(trained.input_exponent == a) & (trained.task_exponent == b)] for a, b in s["spectra"]}
+parts = {
+    (a, b): trained[(trained.input_exponent == a) & (trained.task_exponent == b)]
+    for a, b in s["spectra"]
+}
 fits = {sp: tables.fit_depths(part, L0=0.0) for sp, part in parts.items()}
 
 # %%
-fig, axes = plt.subplots(1, len(s["spectra"]), figsize=(3.6 * len(s["spectra"]), 3.4), squeeze=False)
+fig, axes = plt.subplots(
+    1, len(s["spectra"]), figsize=(3.6 * len(s["spectra"]), 3.4), squeeze=False
+)
 for ax, sp in zip(axes[0], s["spectra"]):
     part = parts[tuple(sp)]
-    plots.loss_vs_depth(ax, part, "trained (mean ± s.e. over seeds)", color=plots.TRAINED, fit=fits[tuple(sp)],
-                        fit_label="fit L0 + c L^-alpha, L0 = 0")
+    plots.loss_vs_depth(
+        ax, part, "trained (mean ± s.e. over seeds)",
+        color=plots.TRAINED,
+        fit=fits[tuple(sp)],
+        fit_label="fit L0 + c L^-alpha, L0 = 0",
+    )
     r = refs[tuple(sp)]
     for kind, ls in (("repeated", "--"), ("free", ":")):
-        ax.plot(s["depths"], np.where(r["mc"][kind] > 0, r["mc"][kind], np.nan), ls, color=plots.COLORS[1], label=f"MC {kind}")
-        ax.plot(s["depths"], np.where(r["population"][kind] > 0, r["population"][kind], np.nan), ls, color="grey", lw=1,
-                label=f"population {kind}")
+        ax.plot(
+            s["depths"],
+            np.where(r["mc"][kind] > 0, r["mc"][kind], np.nan),
+            ls,
+            color=plots.COLORS[1],
+            label=f"MC {kind}",
+        )
+        ax.plot(
+            s["depths"],
+            np.where(r["population"][kind] > 0, r["population"][kind], np.nan),
+            ls,
+            color="grey",
+            lw=1,
+            label=f"population {kind}",
+        )
     ax.set_ylim(max(1e-6, 0.3 * part.loss.min()), 2 * max(part.loss.max(), r["mc"]["repeated"][0]))
     ax.set_title(f"{label(sp)}\nalpha = {fits[tuple(sp)].alpha:.2f}", fontsize=9)
     ax.set_ylabel("relative loss R_L")
@@ -229,16 +280,29 @@ depth_png = nb.save_figure(s, fig, "loss_vs_depth")
 # seed), beside the reference exponents and the spectral ranges.
 
 # %%
-fitted = estimates.estimate_table(trained, tables.SPECTRUM, L0=0.0).drop(columns="r2").merge(
-    estimates.per_sweep(trained, tables.SPECTRUM, estimates.fit_quality, L0=0.0), on=[*tables.SPECTRUM, "n_seeds"])
-table2 = pd.DataFrame([tables.reference_row(sp, refs[tuple(sp)], s["depths"]) for sp in s["spectra"]]).merge(
-    fitted, on=tables.SPECTRUM)
+fitted = (
+    estimates.estimate_table(trained, tables.SPECTRUM, L0=0.0)
+    .drop(columns="r2")
+    .merge(
+        estimates.per_sweep(trained, tables.SPECTRUM, estimates.fit_quality, L0=0.0),
+        on=[*tables.SPECTRUM, "n_seeds"],
+    )
+)
+table2 = pd.DataFrame(
+    [tables.reference_row(sp, refs[tuple(sp)], s["depths"]) for sp in s["spectra"]]
+).merge(fitted, on=tables.SPECTRUM)
 nb.save_table(s, table2, "table2_exponents")
 judged = table2[table2.input_exponent > 0]  # C1's spectra; the isotropic one is shown beside them
-differences = estimates.exponent_differences({label(sp): parts[sp] for sp in zip(judged.input_exponent, judged.task_exponent)},
-                                             L0=0.0)
-table2[["spectrum", "n_seeds", "alpha", "alpha_lo95", "alpha_hi95", "alpha_se", "r2", "r2_lo95", "r2_hi95", "alpha_rep_mc",
-        "alpha_free_mc", "alpha_rep_pop", "alpha_free_pop", "range_population", "range_context_median", "fit_problem"]].round(3)
+differences = estimates.exponent_differences(
+    {label(sp): parts[sp] for sp in zip(judged.input_exponent, judged.task_exponent)}, L0=0.0
+)
+table2[
+    [
+        "spectrum", "n_seeds", "alpha", "alpha_lo95", "alpha_hi95", "alpha_se", "r2", "r2_lo95",
+        "r2_hi95", "alpha_rep_mc", "alpha_free_mc", "alpha_rep_pop", "alpha_free_pop",
+        "range_population", "range_context_median", "fit_problem",
+    ]
+].round(3)
 
 # %% [markdown]
 # ## A.1: the trained model is a covariance polynomial
@@ -250,14 +314,24 @@ table2[["spectrum", "n_seeds", "alpha", "alpha_lo95", "alpha_hi95", "alpha_se", 
 # %%
 deep = runs_of(runs, mode_spec, depth=max(s["depths"]), seed=s["seeds"][0])[0]
 gammas, readout, scale = modes.polynomial_of(deep)
-ev = held_out(s.config(**{k: deep["config"][k] for k in ("model", "task", "input_exponent", "task_exponent")}),
-              torch.device("cpu"))
+ev = held_out(
+    s.config(
+        **{k: deep["config"][k] for k in ("model", "task", "input_exponent", "task_exponent")}
+    ),
+    torch.device("cpu"),
+)
 x, xq, w, target = (t.double().numpy() for t in (ev.x, ev.xq, ev.teacher, ev.target))
 poly_pred = modes.polynomial_predictions(gammas, readout, x, xq, w, scale)
 poly_loss = float(np.mean((poly_pred - target) ** 2) / np.mean(target**2))
 isotropy = float(np.mean([abs(np.trace(g)) / np.sqrt(len(g)) / np.linalg.norm(g) for g in gammas]))
-pd.Series({"model's evaluation loss": deep["final_loss"], "polynomial's loss, same contexts": poly_loss,
-           "relative difference": abs(poly_loss / deep["final_loss"] - 1), "isotropy of Γ_l": isotropy})
+pd.Series(
+    {
+        "model's evaluation loss": deep["final_loss"],
+        "polynomial's loss, same contexts": poly_loss,
+        "relative difference": abs(poly_loss / deep["final_loss"] - 1),
+        "isotropy of Γ_l": isotropy,
+    }
+)
 
 # %% [markdown]
 # The effective polynomial λ·p(λ), p(λ) = tr M(λI)/d: the gain the model applies to a direction of
@@ -277,15 +351,41 @@ for L in sorted(s["depths"]):
     g, rd, sc = modes.polynomial_of(runs_of(runs, mode_spec, depth=L, seed=s["seeds"][0])[0])
     line = ax.plot(grid, modes.effective_polynomial(g, rd, grid, sc), lw=1.2, label=f"L = {L}")
     gains[L] = modes.mode_gains(g, rd, lam_sphere, sc, n_rotations=32)
-    ax.plot(lam_sphere, gains[L], "o", ms=3, color=line[0].get_color(), label="gain per eigen-mode (dots)")
-ax.axvspan(*np.percentile(s_eigs, [5, 95]), color="grey", alpha=0.1, label="S's eigenvalues, 5-95 %")
-ax.plot(lam_sphere, np.full_like(lam_sphere, -0.05), "|", color="k", ms=8, label="population eigenvalues")
+    ax.plot(
+        lam_sphere,
+        gains[L],
+        "o",
+        ms=3,
+        color=line[0].get_color(),
+        label="gain per eigen-mode (dots)",
+    )
+ax.axvspan(
+    *np.percentile(s_eigs, [5, 95]), color="grey", alpha=0.1, label="S's eigenvalues, 5-95 %"
+)
+ax.plot(
+    lam_sphere,
+    np.full_like(lam_sphere, -0.05),
+    "|",
+    color="k",
+    ms=8,
+    label="population eigenvalues",
+)
 ax.axhline(1, color="k", lw=0.8, ls="--", label="fully learned")
-ax.set(xscale="log", xlabel="eigenvalue λ", ylabel="λ·p(λ)", ylim=(-0.2, 1.8), title=f"trained polynomials, {label(mode_spec)}")
+ax.set(
+    xscale="log",
+    xlabel="eigenvalue λ",
+    ylabel="λ·p(λ)",
+    ylim=(-0.2, 1.8),
+    title=f"trained polynomials, {label(mode_spec)}",
+)
 plots.legend(ax, outside=True)
 poly_png = nb.save_figure(s, fig, "covariance_polynomial")
-pd.DataFrame({"gain, strongest mode": {L: v[0] for L, v in gains.items()},
-              "gain, weakest mode": {L: v[-1] for L, v in gains.items()}}).rename_axis("depth").round(3)
+pd.DataFrame(
+    {
+        "gain, strongest mode": {L: v[0] for L, v in gains.items()},
+        "gain, weakest mode": {L: v[-1] for L, v in gains.items()},
+    }
+).rename_axis("depth").round(3)
 
 # %% [markdown]
 # ## C6a: which modes are learned first (paper §3.1; Fig. 7's linear half)
@@ -306,11 +406,17 @@ for ax, L in zip(axes, shown):
     cmap = plt.get_cmap("viridis", norm.shape[1])
     for k in range(norm.shape[1]):
         ax.plot(np.maximum(steps_, 1), norm[:, k], color=cmap(k), lw=1)
-    ax.set(xscale="log", yscale="log", xlabel="training step",
-           title=f"L = {L}, seed {s['seeds'][0]}: order {order:.2f}, spread {modes.collapse_spread(norm):.2f}")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="training step",
+        title=f"L = {L}, seed {s['seeds'][0]}: order {order:.2f}, spread {modes.collapse_spread(norm):.2f}",
+    )
 axes[0].set_ylabel("loss_k(t) / loss_k(0)")
 modes_png = nb.save_figure(s, fig, "mode_curves")
-per_seed = modes.learning_table({(L, r["config"]["seed"]): r for L, rs in tracked.items() for r in rs}, shown)
+per_seed = modes.learning_table(
+    {(L, r["config"]["seed"]): r for L, rs in tracked.items() for r in rs}, shown
+)
 mode_numbers = estimates.mode_estimates(per_seed, shown, rules.FEW_LAYERS)
 per_seed.round(3)
 
@@ -327,12 +433,27 @@ dense = np.unique(np.geomspace(1, max(s["depths"]), 40).astype(int))
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     residuals, weights = modes.repeated_update_residuals(lam_sphere, omega, dense)
-finals = np.array([np.mean([modes.normalised_mode_curves(r)[1][-1] for r in tracked[L]], axis=0) for L in s["depths"]])
+finals = np.array(
+    [
+        np.mean([modes.normalised_mode_curves(r)[1][-1] for r in tracked[L]], axis=0)
+        for L in s["depths"]
+    ]
+)
 fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4), sharey=True)
 cmap = plt.get_cmap("viridis", len(lam_sphere))
 for k in range(len(lam_sphere)):
-    axes[0].plot(dense, residuals[:, k], color=cmap(k), lw=0.8, label="one mode (colour: eigenvalue rank)")
-    axes[1].plot(s["depths"], finals[:, k], "o-", color=cmap(k), lw=0.8, ms=2, label="one mode (colour: eigenvalue rank)")
+    axes[0].plot(
+        dense, residuals[:, k], color=cmap(k), lw=0.8, label="one mode (colour: eigenvalue rank)"
+    )
+    axes[1].plot(
+        s["depths"],
+        finals[:, k],
+        "o-",
+        color=cmap(k),
+        lw=0.8,
+        ms=2,
+        label="one mode (colour: eigenvalue rank)",
+    )
 axes[0].plot(dense, residuals @ weights, "k-", lw=2, label="weighted sum (the loss)")
 axes[1].plot(s["depths"], means.loc[tuple(mode_spec)].values, "k-", lw=2, label="relative loss")
 for ax, title in zip(axes, ("repeated update, per mode", "trained, per mode")):
@@ -350,8 +471,12 @@ a4_png = nb.save_figure(s, fig, "modes_vs_depth")
 
 # %%
 conv_trained = modes.trained_convergence_depths(s["depths"], finals, s["mode_level"])
-conv_repeated = modes.convergence_depths(lam_sphere, omega, max_depth=max(s["depths"]), level=s["mode_level"])
-conv = pd.DataFrame({"lambda_k": lam_sphere, "trained": conv_trained, "repeated update": conv_repeated})
+conv_repeated = modes.convergence_depths(
+    lam_sphere, omega, max_depth=max(s["depths"]), level=s["mode_level"]
+)
+conv = pd.DataFrame(
+    {"lambda_k": lam_sphere, "trained": conv_trained, "repeated update": conv_repeated}
+)
 nb.save_table(s, conv.assign(k=np.arange(len(conv))), "mode_convergence_depths")
 conv.T.round(2)
 
@@ -360,22 +485,52 @@ conv.T.round(2)
 
 # %%
 checks = {"C1": rules.c1(judged, differences), "C6a": rules.c6a(mode_numbers, s["mode_level"])}
-by_spectrum = {name: {r.spectrum: estimates.estimate(r, name) for _, r in judged.iterrows()} for name in ("alpha", "r2")}
-rules.record(s, "C1", checks["C1"], {
-    "alpha": by_spectrum["alpha"], "R2": by_spectrum["r2"],
-    "alpha repeated update (MC)": dict(zip(judged.spectrum, judged.alpha_rep_mc)),
-    "alpha free polynomial (MC)": dict(zip(judged.spectrum, judged.alpha_free_mc)),
-    "alpha differences": differences, "converged": bool(df.converged.all()), "diverged runs": int(df.diverged.sum())},
-    depth_png)
-rules.record(s, "C6a", checks["C6a"], {
-    "spectrum": mode_spec, **mode_numbers, "convergence depth strongest/weakest": [conv_trained[0], conv_trained[-1]]},
-    modes_png)
-nb.write_results(s, {"exponents": table2.drop(columns=["spectrum"]).to_dict("records"), "polynomial_loss": poly_loss,
-                     "model_loss": deep["final_loss"], "gamma_isotropy": isotropy,
-                     "modes_per_seed": per_seed.reset_index().to_dict("records"),
-                     "convergence_trained": conv_trained.tolist(), "convergence_repeated": conv_repeated.tolist(),
-                     "exponent_differences": {k: e.to_dict() for k, e in differences.items()}, "checks": checks,
-                     "rises": rises, "figures": [curves_png, depth_png, poly_png, modes_png, a4_png]})
+by_spectrum = {
+    name: {r.spectrum: estimates.estimate(r, name) for _, r in judged.iterrows()}
+    for name in ("alpha", "r2")
+}
+rules.record(
+    s,
+    "C1",
+    checks["C1"],
+    {
+        "alpha": by_spectrum["alpha"],
+        "R2": by_spectrum["r2"],
+        "alpha repeated update (MC)": dict(zip(judged.spectrum, judged.alpha_rep_mc)),
+        "alpha free polynomial (MC)": dict(zip(judged.spectrum, judged.alpha_free_mc)),
+        "alpha differences": differences,
+        "converged": bool(df.converged.all()),
+        "diverged runs": int(df.diverged.sum()),
+    },
+    depth_png,
+)
+rules.record(
+    s,
+    "C6a",
+    checks["C6a"],
+    {
+        "spectrum": mode_spec,
+        **mode_numbers,
+        "convergence depth strongest/weakest": [conv_trained[0], conv_trained[-1]],
+    },
+    modes_png,
+)
+nb.write_results(
+    s,
+    {
+        "exponents": table2.drop(columns=["spectrum"]).to_dict("records"),
+        "polynomial_loss": poly_loss,
+        "model_loss": deep["final_loss"],
+        "gamma_isotropy": isotropy,
+        "modes_per_seed": per_seed.reset_index().to_dict("records"),
+        "convergence_trained": conv_trained.tolist(),
+        "convergence_repeated": conv_repeated.tolist(),
+        "exponent_differences": {k: e.to_dict() for k, e in differences.items()},
+        "checks": checks,
+        "rises": rises,
+        "figures": [curves_png, depth_png, poly_png, modes_png, a4_png],
+    },
+)
 
 # %% [markdown]
 # The regression check below prints the seed-mean losses at one layer and at the deepest, the
@@ -384,9 +539,15 @@ nb.write_results(s, {"exponents": table2.drop(columns=["spectrum"]).to_dict("rec
 
 # %%
 # NBVAL_CHECK_OUTPUT
-nb.show({"R_1 per spectrum": table2.R_1.tolist(), "R_deepest per spectrum": table2.R_deepest.tolist(),
-         "alpha per spectrum": [nb.fit_value(r.alpha, r.fit_problem) for r in table2.itertuples()],
-         "polynomial / model loss": poly_loss / deep["final_loss"]}, digits=2)
+nb.show(
+    {
+        "R_1 per spectrum": table2.R_1.tolist(),
+        "R_deepest per spectrum": table2.R_deepest.tolist(),
+        "alpha per spectrum": [nb.fit_value(r.alpha, r.fit_problem) for r in table2.itertuples()],
+        "polynomial / model loss": poly_loss / deep["final_loss"],
+    },
+    digits=2,
+)
 show_claims(s)
 
 # %% [markdown]
@@ -407,13 +568,29 @@ show_claims(s)
 # %%
 for _, r in table2.iterrows():
     alpha = nb.fit_value(estimates.interval_text(estimates.estimate(r, "alpha")), r.fit_problem)
-    print(f"{r.spectrum}: alpha {alpha}, R2 {estimates.interval_text(estimates.estimate(r, 'r2'), 3)}; references "
-          f"{r.alpha_rep_mc:.2f} (repeated update) to {r.alpha_free_mc:.2f} (free polynomial), Monte Carlo")
-print(f"{int((~df.converged).sum())} of {len(df)} runs still fell by more than 1 % over their last 20 % of training; "
-      f"{int(df.diverged.sum())} diverged")
-print(f"A.1: the covariance polynomial's loss is {poly_loss / deep['final_loss']:.6f} x the model's own")
-depth_text = lambda v: f"by depth {v:g}" if np.isfinite(v) else f"not within {max(s['depths'])} layers"
-print(f"modes: the strongest falls below {s['mode_level']} {depth_text(conv_trained[0])}, the weakest "
-      f"{depth_text(conv_trained[-1])} (repeated update: {depth_text(conv_repeated[0])} and {depth_text(conv_repeated[-1])})")
-print("learning order (mean over seeds): " + ", ".join(f"{k.split()[-1]} {estimates.interval_text(e)}"
-                                                      for k, e in mode_numbers.items() if k.startswith("learning order")))
+    print(
+        f"{r.spectrum}: alpha {alpha}, R2 {estimates.interval_text(estimates.estimate(r, 'r2'), 3)}; references "
+        f"{r.alpha_rep_mc:.2f} (repeated update) to {r.alpha_free_mc:.2f} (free polynomial), Monte Carlo"
+    )
+print(
+    f"{int((~df.converged).sum())} of {len(df)} runs still fell by more than 1 % over their last 20 % of training; "
+    f"{int(df.diverged.sum())} diverged"
+)
+print(
+    f"A.1: the covariance polynomial's loss is {poly_loss / deep['final_loss']:.6f} x the model's own"
+)
+depth_text = lambda v: (
+    f"by depth {v:g}" if np.isfinite(v) else f"not within {max(s['depths'])} layers"
+)
+print(
+    f"modes: the strongest falls below {s['mode_level']} {depth_text(conv_trained[0])}, the weakest "
+    f"{depth_text(conv_trained[-1])} (repeated update: {depth_text(conv_repeated[0])} and {depth_text(conv_repeated[-1])})"
+)
+print(
+    "learning order (mean over seeds): "
+    + ", ".join(
+        f"{k.split()[-1]} {estimates.interval_text(e)}"
+        for k, e in mode_numbers.items()
+        if k.startswith("learning order")
+    )
+)

@@ -126,8 +126,17 @@ depth_png = nb.save_figure(s, fig, "loss_vs_depth")
 # not depth. The bound and its β for each spectrum, on this notebook's evaluation set:
 
 # %%
-easy_bound = pd.DataFrame([{"spectrum": plots.spectrum_label(a, b), **bounds.softmax_bound(
-    *bounds.contexts(s.config(task="easy", input_exponent=a, task_exponent=b), 2048))} for a, b in s["spectra"]])
+easy_bound = pd.DataFrame(
+    [
+        {
+            "spectrum": plots.spectrum_label(a, b),
+            **bounds.softmax_bound(
+                *bounds.contexts(s.config(task="easy", input_exponent=a, task_exponent=b), 2048)
+            ),
+        }
+        for a, b in s["spectra"]
+    ]
+)
 nb.save_table(s, easy_bound, "softmax_bound")
 easy_bound
 
@@ -141,7 +150,9 @@ easy_bound
 one_layer = [r for r in runs if r["config"]["depth"] == 1 and r["config"]["seed"] == s["seeds"][0]]
 fig, axes = plt.subplots(1, 3, figsize=(11, 3))
 for r in one_layer:
-    f, lab = r["focus"], plots.spectrum_label(r["config"]["input_exponent"], r["config"]["task_exponent"])
+    f, lab = r["focus"], plots.spectrum_label(
+        r["config"]["input_exponent"], r["config"]["task_exponent"]
+    )
     axes[0].plot(f["step"], f["target_mass"], label=lab)
     axes[1].plot(f["step"], f["entropy"], label=lab)
     axes[2].plot(f["step"], np.array(f["query_norm"]) * np.array(f["key_norm"]), label=lab)
@@ -162,11 +173,22 @@ focus_png = nb.save_figure(s, fig, "focusing")
 
 # %%
 raw = s.run(grids.easy_nonlinear(s)["raw"])
-sphere = {(r["config"]["input_exponent"], r["config"]["task_exponent"]): r["final_loss"] for r in one_layer}
-compare = [{"spectrum": plots.spectrum_label(r["config"]["input_exponent"], r["config"]["task_exponent"]),
-            "raw Gaussian inputs": r["final_loss"],
-            "unit-sphere inputs": sphere.get((r["config"]["input_exponent"], r["config"]["task_exponent"]), np.nan)}
-           for r in raw]
+sphere = {
+    (r["config"]["input_exponent"], r["config"]["task_exponent"]): r["final_loss"]
+    for r in one_layer
+}
+compare = [
+    {
+        "spectrum": plots.spectrum_label(
+            r["config"]["input_exponent"], r["config"]["task_exponent"]
+        ),
+        "raw Gaussian inputs": r["final_loss"],
+        "unit-sphere inputs": sphere.get(
+            (r["config"]["input_exponent"], r["config"]["task_exponent"]), np.nan
+        ),
+    }
+    for r in raw
+]
 compare = pd.DataFrame(compare)
 nb.save_table(s, compare, "raw_vs_sphere")
 ax = compare.set_index("spectrum").plot.bar(figsize=(5, 3), logy=True, rot=0, xlabel="spectrum")
@@ -182,26 +204,57 @@ compare
 # %%
 focus = tables.focus_frame(runs)
 table = estimates.per_sweep(df, tables.SPECTRUM, estimates.one_layer_gain).merge(
-    estimates.per_sweep(focus[focus.depth == 1], tables.SPECTRUM, estimates.column_means,
-                        columns=["target_mass", "norm_growth"]), on=[*tables.SPECTRUM, "n_seeds"])
+    estimates.per_sweep(
+        focus[focus.depth == 1],
+        tables.SPECTRUM,
+        estimates.column_means,
+        columns=["target_mass", "norm_growth"],
+    ),
+    on=[*tables.SPECTRUM, "n_seeds"],
+)
 nb.save_table(s, table, "c2_numbers")
 checks = rules.c2(table)
-by_spectrum = {name: {plots.spectrum_label(r.input_exponent, r.task_exponent): estimates.estimate(r, name)
-                      for _, r in table.iterrows()} for name in ("R_1", "depth_gain", "target_mass", "norm_growth")}
-rules.record(s, "C2", checks, {
-    "one-layer loss": by_spectrum["R_1"], "largest gain from depth": by_spectrum["depth_gain"],
-    "attention on match": by_spectrum["target_mass"], "|Q| |K| end / start": by_spectrum["norm_growth"],
-    "converged": bool(df.converged.all())}, depth_png)
-nb.write_results(s, {"c2_numbers": table.to_dict("records"), "checks": checks, "softmax_bound": easy_bound.to_dict("records"),
-                     "raw_vs_sphere": compare.to_dict("records")})
+by_spectrum = {
+    name: {
+        plots.spectrum_label(r.input_exponent, r.task_exponent): estimates.estimate(r, name)
+        for _, r in table.iterrows()
+    }
+    for name in ("R_1", "depth_gain", "target_mass", "norm_growth")
+}
+rules.record(
+    s, "C2", checks,
+    {
+        "one-layer loss": by_spectrum["R_1"],
+        "largest gain from depth": by_spectrum["depth_gain"],
+        "attention on match": by_spectrum["target_mass"],
+        "|Q| |K| end / start": by_spectrum["norm_growth"],
+        "converged": bool(df.converged.all()),
+    },
+    depth_png,
+)
+nb.write_results(
+    s,
+    {
+        "c2_numbers": table.to_dict("records"),
+        "checks": checks,
+        "softmax_bound": easy_bound.to_dict("records"),
+        "raw_vs_sphere": compare.to_dict("records"),
+    },
+)
 table[[*tables.SPECTRUM, "n_seeds", "R_1", "depth_gain", "target_mass", "norm_growth"]]
 
 # %%
 # NBVAL_CHECK_OUTPUT
-nb.show({"one-layer loss per spectrum": table.R_1.tolist(),
-         "loss per spectrum and depth": df.groupby([*tables.SPECTRUM, "depth"]).loss.mean().tolist(),
-         "attention on match": table.target_mass.tolist(), "norm growth": table.norm_growth.tolist(),
-         "raw-input loss": compare["raw Gaussian inputs"].tolist()}, digits=2)
+nb.show(
+    {
+        "one-layer loss per spectrum": table.R_1.tolist(),
+        "loss per spectrum and depth": df.groupby([*tables.SPECTRUM, "depth"]).loss.mean().tolist(),
+        "attention on match": table.target_mass.tolist(),
+        "norm growth": table.norm_growth.tolist(),
+        "raw-input loss": compare["raw Gaussian inputs"].tolist(),
+    },
+    digits=2,
+)
 show_claims(s)
 
 # %% [markdown]
@@ -220,10 +273,21 @@ show_claims(s)
 
 # %%
 for _, r in table.iterrows():
-    print(f"{plots.spectrum_label(r.input_exponent, r.task_exponent)}: one layer {r.R_1:.2g}, largest gain from depth "
-          f"{r.depth_gain:.2g}, attention on the match {r.target_mass:.3f}, ‖Q‖·‖K‖ grew {r.norm_growth:.1f}x "
-          f"({int(r.n_seeds)} seed{'s' if r.n_seeds > 1 else ''})")
-print(f"softmax bound: {easy_bound.single.max():.2g} at most, beta {easy_bound.beta.min():.0f} to {easy_bound.beta.max():.0f}")
-print(f"{int((~df.converged).sum())} of {len(df)} runs flagged as still falling at the end of training")
-print("raw Gaussian over unit-sphere inputs, one layer: " + ", ".join(
-    f"{r.spectrum} {r['raw Gaussian inputs'] / r['unit-sphere inputs']:.0f}x" for _, r in compare.iterrows()))
+    print(
+        f"{plots.spectrum_label(r.input_exponent, r.task_exponent)}: one layer {r.R_1:.2g}, largest gain from depth "
+        f"{r.depth_gain:.2g}, attention on the match {r.target_mass:.3f}, ‖Q‖·‖K‖ grew {r.norm_growth:.1f}x "
+        f"({int(r.n_seeds)} seed{'s' if r.n_seeds > 1 else ''})"
+    )
+print(
+    f"softmax bound: {easy_bound.single.max():.2g} at most, beta {easy_bound.beta.min():.0f} to {easy_bound.beta.max():.0f}"
+)
+print(
+    f"{int((~df.converged).sum())} of {len(df)} runs flagged as still falling at the end of training"
+)
+print(
+    "raw Gaussian over unit-sphere inputs, one layer: "
+    + ", ".join(
+        f"{r.spectrum} {r['raw Gaussian inputs'] / r['unit-sphere inputs']:.0f}x"
+        for _, r in compare.iterrows()
+    )
+)

@@ -48,7 +48,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from icl import bounds, estimates, exponents, grids, modes, plots, runs_of, show_claims, tables, theory
+from icl import (
+    bounds, estimates, exponents, grids, modes, plots, runs_of, show_claims, tables, theory,
+)
 from icl import notebook as nb
 from icl.claims import difficult as rules
 
@@ -96,7 +98,8 @@ nb.end_of_parameters(globals())
 s = nb.parameters(globals())
 first = s["spectra"][0]
 mode_spectrum = s["mode_spectrum"] if s["mode_spectrum"] in s["spectra"] else first
-key_dims, primary = s["key_dims"], s["key_dims"][0]  # C6b and the mode-wise probes use the first rank
+# C6b and the mode-wise probes use the first rank
+key_dims, primary = s["key_dims"], s["key_dims"][0]
 
 # %% [markdown]
 # ## Verdict criteria (written before the runs)
@@ -174,13 +177,20 @@ rules.show_criteria(s)
 # are recorded along training for `mode_spectrum` (linear model, and softmax at the first rank).
 
 # %%
-runs = {name: s.run(cfgs) for name, cfgs in grids.difficult(s).items()}  # the configs: icl.grids.difficult
+# the configs: icl.grids.difficult
+runs = {name: s.run(cfgs) for name, cfgs in grids.difficult(s).items()}
 main, linear, joint, wide = (runs[k] for k in ("main", "linear", "joint", "wide"))
-frames = {name: tables.losses_frame(rs) for name, rs in dict(main=main, linear=linear, joint=joint, wide=wide).items()}
+frames = {
+    name: tables.losses_frame(rs)
+    for name, rs in dict(main=main, linear=linear, joint=joint, wide=wide).items()
+}
 df = pd.concat([f.assign(sweep=name) for name, f in frames.items()], ignore_index=True)
 nb.save_table(s, df, "losses")
-df.pivot_table(index=["sweep", "model", "top_k", "key_dim", "input_exponent", "task_exponent"], columns="depth",
-               values="loss").round(4)
+df.pivot_table(
+    index=["sweep", "model", "top_k", "key_dim", "input_exponent", "task_exponent"],
+    columns="depth",
+    values="loss",
+).round(4)
 
 # %% [markdown]
 # ## The bounds of every softmax sweep
@@ -189,12 +199,22 @@ df.pivot_table(index=["sweep", "model", "top_k", "key_dim", "input_exponent", "t
 # ensembles at the sweep's depths (`icl.bounds`; no training), scored on the same evaluation set.
 
 # %%
-tasks_run = [(s["top_k"], p) for p in s["spectra"] + s["joint_spectra"]] + [(s["wide_top_k"], p) for p in s["wide_spectra"]]
+tasks_run = [(s["top_k"], p) for p in s["spectra"] + s["joint_spectra"]] + [
+    (s["wide_top_k"], p) for p in s["wide_spectra"]
+]
 bound_depths = sorted(set(s["depths"]) | set(s["extra_depths"]))
-bnds = {(k, tuple(p), kd): bounds.bounds(s.config(task="difficult", top_k=k, input_exponent=p[0], task_exponent=p[1],
-                                                  key_dim=kd), bound_depths, s["fit_contexts"], cache=s.cache)
-        for k, p in tasks_run for kd in key_dims}
-bounds_of = {k: {(p, kd): b for (t, p, kd), b in bnds.items() if t == k} for k, _ in tasks_run}  # top_k -> (spectrum, rank)
+bnds = {
+    (k, tuple(p), kd): bounds.bounds(
+        s.config(task="difficult", top_k=k, input_exponent=p[0], task_exponent=p[1], key_dim=kd),
+        bound_depths,
+        s["fit_contexts"],
+        cache=s.cache,
+    )
+    for k, p in tasks_run
+    for kd in key_dims
+}
+# top_k -> (spectrum, rank)
+bounds_of = {k: {(p, kd): b for (t, p, kd), b in bnds.items() if t == k} for k, _ in tasks_run}
 bound_table = bounds.table(bnds.values())
 nb.save_table(s, bound_table, "bounds")
 bound_table.round(4)
@@ -208,17 +228,49 @@ bound_table.round(4)
 # %%
 label = lambda spec, extra="": plots.spectrum_label(*spec) + extra
 seed0 = s["seeds"][0]
-nb.save_figure(s, plots.curve_panels({label(p, f", key_dim {k}"): runs_of(main, p, key_dim=k, seed=seed0)
-                                      for p in s["spectra"] for k in key_dims}), "curves_softmax")
-nb.save_figure(s, plots.curve_panels({label(p, ", linear"): runs_of(linear, p, seed=seed0) for p in s["spectra"]}),
-               "curves_linear")
+nb.save_figure(
+    s,
+    plots.curve_panels(
+        {
+            label(p, f", key_dim {k}"): runs_of(main, p, key_dim=k, seed=seed0)
+            for p in s["spectra"]
+            for k in key_dims
+        }
+    ),
+    "curves_softmax",
+)
+nb.save_figure(
+    s,
+    plots.curve_panels(
+        {label(p, ", linear"): runs_of(linear, p, seed=seed0) for p in s["spectra"]}
+    ),
+    "curves_linear",
+)
 
 # %%
-nb.save_figure(s, plots.curve_panels({
-    **{label(p, f", key_dim {k}"): runs_of(joint, p, key_dim=k, seed=seed0) for p in s["joint_spectra"] for k in key_dims},
-    **{label(p, f", top-{s['wide_top_k']}, key_dim {k}"): runs_of(wide, p, key_dim=k, seed=seed0)
-       for p in s["wide_spectra"] for k in key_dims}}), "curves_extra")
-not_converged = df[~df.converged][["sweep", "model", "key_dim", "input_exponent", "task_exponent", "depth", "seed", "plateau"]]
+nb.save_figure(
+    s,
+    plots.curve_panels(
+        {
+            **{
+                label(p, f", key_dim {k}"): runs_of(joint, p, key_dim=k, seed=seed0)
+                for p in s["joint_spectra"]
+                for k in key_dims
+            },
+            **{
+                label(p, f", top-{s['wide_top_k']}, key_dim {k}"): runs_of(
+                    wide, p, key_dim=k, seed=seed0
+                )
+                for p in s["wide_spectra"]
+                for k in key_dims
+            },
+        }
+    ),
+    "curves_extra",
+)
+not_converged = df[~df.converged][
+    ["sweep", "model", "key_dim", "input_exponent", "task_exponent", "depth", "seed", "plateau"]
+]
 print(f"{len(not_converged)} of {len(df)} runs had not reached their plateau")
 not_converged
 
@@ -246,21 +298,39 @@ inversions.round(4)
 # %%
 floors = []
 for a, b in s["spectra"]:
-    cfg = s.config(task="difficult", model="linear", input_exponent=a, task_exponent=b, key_dim=s["linear_key_dim"])
+    cfg = s.config(
+        task="difficult",
+        model="linear",
+        input_exponent=a,
+        task_exponent=b,
+        key_dim=s["linear_key_dim"],
+    )
     pop = theory.linear_floor_mc(cfg, n_contexts=s["mc_contexts"])
     emp = theory.linear_floor_mc(cfg, n_contexts=s["mc_contexts"], covariance="empirical")
     part = tables.part_of(frames["linear"], input_exponent=a, task_exponent=b)
     best = estimates.plateau(part)
-    floors.append({"input_exponent": a, "task_exponent": b, "n_seeds": best.n_seeds, "mc_floor": pop["loss"],
-                   "mc_floor_se": pop["se"], "mc_floor_empirical": emp["loss"],
-                   **estimates.estimate_columns("linear_best", best),
-                   **estimates.estimate_columns("settle_ratio", estimates.settle_ratio(part, 2)),
-                   **estimates.estimate_columns("floor_match", estimates.plateau_over(part, emp["loss"])),
-                   "relative_gap_population": best.value / pop["loss"] - 1})
+    floors.append(
+        {
+            "input_exponent": a,
+            "task_exponent": b,
+            "n_seeds": best.n_seeds,
+            "mc_floor": pop["loss"],
+            "mc_floor_se": pop["se"],
+            "mc_floor_empirical": emp["loss"],
+            **estimates.estimate_columns("linear_best", best),
+            **estimates.estimate_columns("settle_ratio", estimates.settle_ratio(part, 2)),
+            **estimates.estimate_columns("floor_match", estimates.plateau_over(part, emp["loss"])),
+            "relative_gap_population": best.value / pop["loss"] - 1,
+        }
+    )
 table3 = pd.DataFrame(floors)
 nb.save_table(s, table3, "table3_linear_floor")
-table3[["input_exponent", "task_exponent", "linear_best", "linear_best_lo95", "linear_best_hi95", "settle_ratio",
-        "mc_floor_empirical", "floor_match", "mc_floor", "relative_gap_population"]].round(4)
+table3[
+    [
+        "input_exponent", "task_exponent", "linear_best", "linear_best_lo95", "linear_best_hi95",
+        "settle_ratio", "mc_floor_empirical", "floor_match", "mc_floor", "relative_gap_population",
+    ]
+].round(4)
 
 # %%
 fig, ax = plt.subplots(figsize=(6.5, 3.5))
@@ -268,7 +338,9 @@ for i, ((a, b), part) in enumerate(frames["linear"].groupby(["input_exponent", "
     plots.loss_vs_depth(ax, part, label((a, b)), color=plots.COLORS[i])
     ref = table3.set_index(["input_exponent", "task_exponent"]).loc[(a, b)]
     ax.axhline(ref.mc_floor, color=plots.COLORS[i], ls="--", lw=1, label="Monte Carlo floor, Σ_c")
-    ax.axhline(ref.mc_floor_empirical, color=plots.COLORS[i], ls=":", lw=1, label="Monte Carlo floor, S")
+    ax.axhline(
+        ref.mc_floor_empirical, color=plots.COLORS[i], ls=":", lw=1, label="Monte Carlo floor, S"
+    )
 ax.set_title(f"linear attention, top-{s['top_k']}")
 plots.legend(ax, outside=True)
 linear_png = nb.save_figure(s, fig, "linear_vs_depth")
@@ -282,18 +354,30 @@ linear_png = nb.save_figure(s, fig, "linear_vs_depth")
 
 # %%
 RANKED = ["key_dim", *tables.SPECTRUM]
-table1 = tables.with_bounds(estimates.estimate_table(frames["main"], RANKED), bound_table, s["top_k"], RANKED)
+table1 = tables.with_bounds(
+    estimates.estimate_table(frames["main"], RANKED), bound_table, s["top_k"], RANKED
+)
 table1 = estimates.with_floor_ratios(table1, frames["main"], frames["linear"], RANKED)
 table1["deepest_over_bound"] = table1.R_deepest / table1.single_bound
 table1 = exponents.exponent_fits(table1, frames["main"], RANKED, s["dim"])
 nb.save_table(s, table1, "table1_softmax_fits")
 
 
-plateaus = {(a, b): v for a, b, v in zip(table3.input_exponent, table3.task_exponent, table3.linear_best)}
-softmax_png = nb.save_figure(s, plots.sweep_grid(frames["main"], s["spectra"], key_dims, bounds_of[s["top_k"]],
-                                                 plateaus), "softmax_vs_depth")
-table1[RANKED + ["n_seeds", "alpha", "alpha_lo95", "alpha_hi95", "alpha_tail", "knee", "L0", "fall", "floor_ratio",
-                 "deepest_over_bound", "fit_problem", "tail_problem"]].round(3)
+plateaus = {
+    (a, b): v for a, b, v in zip(table3.input_exponent, table3.task_exponent, table3.linear_best)
+}
+softmax_png = nb.save_figure(
+    s,
+    plots.sweep_grid(frames["main"], s["spectra"], key_dims, bounds_of[s["top_k"]], plateaus),
+    "softmax_vs_depth",
+)
+table1[
+    RANKED
+    + [
+        "n_seeds", "alpha", "alpha_lo95", "alpha_hi95", "alpha_tail", "knee", "L0", "fall",
+        "floor_ratio", "deepest_over_bound", "fit_problem", "tail_problem",
+    ]
+].round(3)
 
 # %% [markdown]
 # What to look for: whether the rank-limited sweeps fall with depth and onto which floor, how that
@@ -305,11 +389,17 @@ table1[RANKED + ["n_seeds", "alpha", "alpha_lo95", "alpha_hi95", "alpha_tail", "
 # %%
 for _, r in table1.iterrows():
     e, span = estimates.estimate(r, "alpha"), exponents.exponent(r)
-    read = f"[{span.ci95[0]:.2f}, {span.ci95[1]:.2f}]" if span else f"not read ({exponents.fit_problems(r)})"
-    print(f"key_dim {r.key_dim}, {label((r.input_exponent, r.task_exponent))}: alpha {estimates.interval_text(e)}, "
-          f"over the defensible fits {read}; tail (L >= {r.knee_depth}) "
-          f"{estimates.interval_text(estimates.estimate(r, 'alpha_tail'))}, knee R_m / R_1 {r.knee:.2f}; "
-          f"R_1 {r.R_1:.3f} -> R_{r.deepest} {r.R_deepest:.3f} ({r.deepest_over_bound:.2f} x the softmax bound)")
+    read = (
+        f"[{span.ci95[0]:.2f}, {span.ci95[1]:.2f}]"
+        if span
+        else f"not read ({exponents.fit_problems(r)})"
+    )
+    print(
+        f"key_dim {r.key_dim}, {label((r.input_exponent, r.task_exponent))}: alpha {estimates.interval_text(e)}, "
+        f"over the defensible fits {read}; tail (L >= {r.knee_depth}) "
+        f"{estimates.interval_text(estimates.estimate(r, 'alpha_tail'))}, knee R_m / R_1 {r.knee:.2f}; "
+        f"R_1 {r.R_1:.3f} -> R_{r.deepest} {r.R_deepest:.3f} ({r.deepest_over_bound:.2f} x the softmax bound)"
+    )
 
 # %% [markdown]
 # ## The rank axis on the first spectrum
@@ -321,10 +411,14 @@ for _, r in table1.iterrows():
 key_frame = frames["main"].query("input_exponent == @first[0] and task_exponent == @first[1]")
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
 for i, (k, part) in enumerate(key_frame.groupby("key_dim")):
-    plots.relative_to_bound(axes[0], part, bnds[(s["top_k"], tuple(first), k)], plots.COLORS[i], f"key_dim {k}")
+    plots.relative_to_bound(
+        axes[0], part, bnds[(s["top_k"], tuple(first), k)], plots.COLORS[i], f"key_dim {k}"
+    )
     for term, ls in (("A_L", "--"), ("C_L", ":")):
         t = part.groupby("depth")[term].mean()
-        axes[1].plot(t.index, t.values, ls, marker=".", color=plots.COLORS[i], label=f"{term}, key_dim {k}")
+        axes[1].plot(
+            t.index, t.values, ls, marker=".", color=plots.COLORS[i], label=f"{term}, key_dim {k}"
+        )
 axes[1].set(xscale="log", yscale="log", xlabel="depth L", ylabel="decomposition term")
 for ax in axes:
     plots.legend(ax, outside=True)
@@ -339,24 +433,51 @@ key_png = nb.save_figure(s, fig, "key_dim_comparison")
 
 # %%
 top2 = pd.concat([frames["main"], frames["joint"]])
-identity = {k: max(r["decomposition"]["identity_error"] for r in main + joint + wide if r["config"]["key_dim"] == k)
-            for k in key_dims}
+identity = {
+    k: max(
+        r["decomposition"]["identity_error"]
+        for r in main + joint + wide
+        if r["config"]["key_dim"] == k
+    )
+    for k in key_dims
+}
 table5 = estimates.gap_table(top2, RANKED)
 nb.save_table(s, table5, "table5_shared_error")
-table5[RANKED + ["n_seeds", "L0", "gap_positive", "gamma", "gamma_lo95", "gamma_hi95", "disagreement_slope",
-                 "disagreement_slope_lo95", "disagreement_slope_hi95"]].round(3)
+table5[
+    RANKED
+    + [
+        "n_seeds", "L0", "gap_positive", "gamma", "gamma_lo95", "gamma_hi95", "disagreement_slope",
+        "disagreement_slope_lo95", "disagreement_slope_hi95",
+    ]
+].round(3)
 
 # %%
 specs = [tuple(p) for p in s["spectra"]] + [tuple(p) for p in s["joint_spectra"]]
-fig, axes = plt.subplots(len(key_dims), len(specs), figsize=(3 * len(specs), 2.6 * len(key_dims)), squeeze=False,
-                         sharex=True, layout="constrained")
+fig, axes = plt.subplots(
+    len(key_dims),
+    len(specs),
+    figsize=(3 * len(specs), 2.6 * len(key_dims)),
+    squeeze=False,
+    sharex=True,
+    layout="constrained",
+)
 for (i, k), (j, (a, b)) in ((ik, jp) for ik in enumerate(key_dims) for jp in enumerate(specs)):
     ax = axes[i, j]
-    m = top2.query("key_dim == @k and input_exponent == @a and task_exponent == @b").groupby("depth")[["loss", "A_L", "C_L"]].mean()
+    m = (
+        top2.query("key_dim == @k and input_exponent == @a and task_exponent == @b")
+        .groupby("depth")[["loss", "A_L", "C_L"]]
+        .mean()
+    )
     ax.plot(m.index, m.A_L, "s--", ms=3, color=plots.COLORS[4], label="A_L (individual)")
     ax.plot(m.index, m.C_L, "^:", ms=3, color=plots.COLORS[3], label="C_L (shared)")
     ax.plot(m.index, m.loss, "o-", ms=3, color=plots.TRAINED, label="R_L (loss)")
-    ax.axhline(table5.set_index(RANKED).loc[(k, a, b), "L0"], color="grey", lw=1, ls="-.", label="fitted floor L0")
+    ax.axhline(
+        table5.set_index(RANKED).loc[(k, a, b), "L0"],
+        color="grey",
+        lw=1,
+        ls="-.",
+        label="fitted floor L0",
+    )
     ax.axhline(bnds[(s["top_k"], (a, b), k)]["single"], color="0.35", lw=1, label="softmax bound")
     ax.axhline(0, color="k", lw=0.5)
     ax.set(xscale="log", xlabel="depth L", title=label((a, b), f", key_dim {k}"))
@@ -374,20 +495,40 @@ decomp_png = nb.save_figure(s, fig, "decomposition")
 # figure shows the first seed, the numbers every seed.
 
 # %%
-probe_depths = {"softmax": (min(s["depths"]), max(s["depths"])), "linear": (min(s["linear_depths"]), max(s["linear_depths"]))}
-probe_runs = {(m, L, seed): runs_of(main if m == "softmax" else linear, mode_spectrum, depth=L, seed=seed,
-                                    **({"key_dim": primary} if m == "softmax" else {}))[0]
-              for m, Ls in probe_depths.items() for L in Ls for seed in s["seeds"]}
-per_seed = modes.probe_table(probe_runs)  # one row per seed: spread and half-fall margin of every probe
+probe_depths = {
+    "softmax": (min(s["depths"]), max(s["depths"])),
+    "linear": (min(s["linear_depths"]), max(s["linear_depths"])),
+}
+probe_runs = {
+    (m, L, seed): runs_of(
+        main if m == "softmax" else linear,
+        mode_spectrum,
+        depth=L,
+        seed=seed,
+        **({"key_dim": primary} if m == "softmax" else {}),
+    )[0]
+    for m, Ls in probe_depths.items()
+    for L in Ls
+    for seed in s["seeds"]
+}
+# one row per seed: spread and half-fall margin of every probe
+per_seed = modes.probe_table(probe_runs)
 collapse_ratio = estimates.of_seed_means(per_seed, modes.collapse_ratio)
 strong_first = estimates.of_seed_means(per_seed, modes.strong_first_margin)
 fig, axes = plt.subplots(1, 4, figsize=(12.8, 3), sharey=True)
-for ax, ((m, L, seed), r) in zip(axes, [(key, r) for key, r in probe_runs.items() if key[2] == seed0]):
+for ax, ((m, L, seed), r) in zip(
+    axes, [(key, r) for key, r in probe_runs.items() if key[2] == seed0]
+):
     steps_, norm = modes.normalised_mode_curves(r)
     cmap = plt.get_cmap("viridis", norm.shape[1])
     for k in range(norm.shape[1]):
         ax.plot(np.maximum(steps_, 1), norm[:, k], color=cmap(k), lw=1)
-    ax.set(xscale="log", yscale="log", xlabel="training step", title=f"{m} L={L}: spread {modes.collapse_spread(norm):.3f}")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="training step",
+        title=f"{m} L={L}: spread {modes.collapse_spread(norm):.3f}",
+    )
 axes[0].set_ylabel("loss_k(t) / loss_k(0)")
 modes_png = nb.save_figure(s, fig, "mode_curves")
 per_seed.round(3)
@@ -401,66 +542,136 @@ per_seed.round(3)
 
 # %%
 d1, dmax = min(s["depths"]), max(s["depths"])
-selection = tables.selection_frame(runs_of(main, first))  # one row per (key_dim, depth, seed): the percentiles
-ratios = {k: estimates.selection_ratios(selection[selection.key_dim == k], dmax, d1) for k in key_dims}
-fig, axes = plt.subplots(1, len(key_dims), figsize=(3.2 * len(key_dims), 3), sharey=True, squeeze=False)
+# one row per (key_dim, depth, seed): the percentiles
+selection = tables.selection_frame(runs_of(main, first))
+ratios = {
+    k: estimates.selection_ratios(selection[selection.key_dim == k], dmax, d1) for k in key_dims
+}
+fig, axes = plt.subplots(
+    1, len(key_dims), figsize=(3.2 * len(key_dims), 3), sharey=True, squeeze=False
+)
 for ax, k in zip(axes[0], key_dims):
     for L in (d1, dmax):
-        curve = np.mean([r["token_selection"]["distance"] for r in runs_of(main, first, depth=L, key_dim=k)], axis=0)
+        curve = np.mean(
+            [r["token_selection"]["distance"] for r in runs_of(main, first, depth=L, key_dim=k)],
+            axis=0,
+        )
         ax.plot(main[0]["token_selection"]["percentile"], curve, label=f"L = {L}")
     ax.set(xlabel="percentile across contexts", title=f"key_dim {k}")
 axes[0, 0].set_ylabel("token-selection distance (TV)")
 plots.legend(axes[0, 0])
 selection_png = nb.save_figure(s, fig, "token_selection")
-pd.DataFrame({k: {p: estimates.interval_text(e, 3) for p, e in row.items()} for k, row in ratios.items()})
+pd.DataFrame(
+    {k: {p: estimates.interval_text(e, 3) for p, e in row.items()} for k, row in ratios.items()}
+)
 
 # %% [markdown]
 # ## C10: jointly nonzero spectra and top-16 aggregation at every rank (Table 4 in our numbers)
 
 # %%
-table4 = pd.concat([tables.with_bounds(estimates.estimate_table(frames[f], RANKED), bound_table, k, RANKED).assign(top_k=k)
-                    for f, k in (("joint", s["top_k"]), ("wide", s["wide_top_k"]))], ignore_index=True)
-other_frames = pd.concat([frames["joint"].assign(top_k=s["top_k"]), frames["wide"].assign(top_k=s["wide_top_k"])])
+table4 = pd.concat(
+    [
+        tables.with_bounds(
+            estimates.estimate_table(frames[f], RANKED), bound_table, k, RANKED
+        ).assign(top_k=k)
+        for f, k in (("joint", s["top_k"]), ("wide", s["wide_top_k"]))
+    ],
+    ignore_index=True,
+)
+other_frames = pd.concat(
+    [frames["joint"].assign(top_k=s["top_k"]), frames["wide"].assign(top_k=s["wide_top_k"])]
+)
 table4 = exponents.exponent_fits(table4, other_frames, ["top_k", *RANKED], s["dim"])
 nb.save_table(s, table4, "table4_other_targets")
-joint_png = nb.save_figure(s, plots.sweep_grid(frames["joint"], s["joint_spectra"], key_dims, bounds_of[s["top_k"]]),
-                           "joint_vs_depth")
-other_png = nb.save_figure(s, plots.sweep_grid(frames["wide"], s["wide_spectra"], key_dims, bounds_of[s["wide_top_k"]]),
-                           "other_targets_vs_depth")
-sweeps_of = lambda name, k: [g for _, g in tables.part_of(frames[name], key_dim=k).groupby(tables.SPECTRUM)]
-deviation_gap = {k: estimates.deviation_gap(sweeps_of("wide", k), sweeps_of("main", k) + sweeps_of("joint", k))
-                 for k in key_dims}
-table4[["top_k", *RANKED, "n_seeds", "alpha", "alpha_lo95", "alpha_hi95", "alpha_tail", "fall", "R_deepest",
-        "single_bound", "fit_problem", "tail_problem"]].round(3)
+joint_png = nb.save_figure(
+    s,
+    plots.sweep_grid(frames["joint"], s["joint_spectra"], key_dims, bounds_of[s["top_k"]]),
+    "joint_vs_depth",
+)
+other_png = nb.save_figure(
+    s,
+    plots.sweep_grid(frames["wide"], s["wide_spectra"], key_dims, bounds_of[s["wide_top_k"]]),
+    "other_targets_vs_depth",
+)
+sweeps_of = lambda name, k: [
+    g for _, g in tables.part_of(frames[name], key_dim=k).groupby(tables.SPECTRUM)
+]
+deviation_gap = {
+    k: estimates.deviation_gap(sweeps_of("wide", k), sweeps_of("main", k) + sweeps_of("joint", k))
+    for k in key_dims
+}
+table4[
+    [
+        "top_k", *RANKED, "n_seeds", "alpha", "alpha_lo95", "alpha_hi95", "alpha_tail", "fall",
+        "R_deepest", "single_bound", "fit_problem", "tail_problem",
+    ]
+].round(3)
 
 # %% [markdown]
 # ## Verdicts
 
 # %%
-rank = {k: {name: tables.part_of(t, key_dim=k) for name, t in dict(table1=table1, table4=table4, table5=table5).items()}
-        for k in key_dims}  # each table's rows at each rank
+rank = {
+    k: {
+        name: tables.part_of(t, key_dim=k)
+        for name, t in dict(table1=table1, table4=table4, table5=table5).items()
+    }
+    for k in key_dims
+}  # each table's rows at each rank
 regime = {k: f"key_dim {k}" for k in key_dims}  # C4, C5, C9 and C10 are judged at every rank
-checks = {"C3": rules.c3(table3), "C6b": rules.c6b(collapse_ratio, strong_first),
-          "C4": {regime[k]: rules.c4(rank[k]["table1"]) for k in key_dims},
-          "C5": {regime[k]: rules.c5(rank[k]["table5"]) for k in key_dims},
-          "C9": {regime[k]: rules.c9(ratios[k]) for k in key_dims},
-          "C10": {regime[k]: rules.c10(rank[k]["table4"], tables.part_of(rank[k]["table4"], top_k=s["top_k"]),
-                                       deviation_gap[k]) for k in key_dims}}
-shown = {"C4": {regime[k]: rules.c4_numbers(rank[k]["table1"], tables.part_of(frames["main"], key_dim=k))
-                for k in key_dims},
-         "C5": {regime[k]: rules.c5_numbers(rank[k]["table5"], identity[k]) for k in key_dims},
-         "C9": {regime[k]: rules.c9_numbers(ratios[k]) for k in key_dims},
-         "C10": {regime[k]: rules.c10_numbers(rank[k]["table4"], deviation_gap[k]) for k in key_dims}}
-for cid, figure in {"C4": softmax_png, "C5": decomp_png, "C9": selection_png, "C10": other_png}.items():
+checks = {
+    "C3": rules.c3(table3),
+    "C6b": rules.c6b(collapse_ratio, strong_first),
+    "C4": {regime[k]: rules.c4(rank[k]["table1"]) for k in key_dims},
+    "C5": {regime[k]: rules.c5(rank[k]["table5"]) for k in key_dims},
+    "C9": {regime[k]: rules.c9(ratios[k]) for k in key_dims},
+    "C10": {
+        regime[k]: rules.c10(
+            rank[k]["table4"], tables.part_of(rank[k]["table4"], top_k=s["top_k"]), deviation_gap[k]
+        )
+        for k in key_dims
+    },
+}
+shown = {
+    "C4": {
+        regime[k]: rules.c4_numbers(rank[k]["table1"], tables.part_of(frames["main"], key_dim=k))
+        for k in key_dims
+    },
+    "C5": {regime[k]: rules.c5_numbers(rank[k]["table5"], identity[k]) for k in key_dims},
+    "C9": {regime[k]: rules.c9_numbers(ratios[k]) for k in key_dims},
+    "C10": {regime[k]: rules.c10_numbers(rank[k]["table4"], deviation_gap[k]) for k in key_dims},
+}
+for cid, figure in {
+    "C4": softmax_png,
+    "C5": decomp_png,
+    "C9": selection_png,
+    "C10": other_png,
+}.items():
     rules.record_by_regime(s, cid, checks[cid], shown[cid], figure)
 rules.record(s, "C3", checks["C3"], rules.c3_numbers(table3), linear_png)
-rules.record(s, "C6b", checks["C6b"], {"softmax spread / linear spread": collapse_ratio,
-                                       "linear half-fall margin (steps)": strong_first,
-                                       "spectrum": mode_spectrum, "softmax key_dim": primary}, modes_png)
-numbers = {"table1": table1.to_dict("records"), "table3": table3.to_dict("records"), "table4": table4.to_dict("records"),
-           "table5": table5.to_dict("records"), "bounds": bound_table.to_dict("records"), "identity_error": identity,
-           "modes_per_seed": per_seed.reset_index().to_dict("records"), "not_converged": not_converged.to_dict("records"),
-           "largest_rise_with_depth": inversions.to_dict("records")}
+rules.record(
+    s,
+    "C6b",
+    checks["C6b"],
+    {
+        "softmax spread / linear spread": collapse_ratio,
+        "linear half-fall margin (steps)": strong_first,
+        "spectrum": mode_spectrum,
+        "softmax key_dim": primary,
+    },
+    modes_png,
+)
+numbers = {
+    "table1": table1.to_dict("records"),
+    "table3": table3.to_dict("records"),
+    "table4": table4.to_dict("records"),
+    "table5": table5.to_dict("records"),
+    "bounds": bound_table.to_dict("records"),
+    "identity_error": identity,
+    "modes_per_seed": per_seed.reset_index().to_dict("records"),
+    "not_converged": not_converged.to_dict("records"),
+    "largest_rise_with_depth": inversions.to_dict("records"),
+}
 results_path = nb.write_results(s, numbers)
 
 # %% [markdown]
@@ -471,8 +682,16 @@ results_path = nb.write_results(s, numbers)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-nb.show({"softmax R_1": table1.R_1.tolist(), "softmax R_deepest": table1.R_deepest.tolist(),
-         "softmax bound": table1.single_bound.tolist(), "linear plateau": table3.linear_best.tolist(),
-         "MC floor (S)": table3.mc_floor_empirical.tolist(), "other R_deepest": table4.R_deepest.tolist(),
-         "identity error < 1e-6": max(identity.values()) < 1e-6}, digits=2)
+nb.show(
+    {
+        "softmax R_1": table1.R_1.tolist(),
+        "softmax R_deepest": table1.R_deepest.tolist(),
+        "softmax bound": table1.single_bound.tolist(),
+        "linear plateau": table3.linear_best.tolist(),
+        "MC floor (S)": table3.mc_floor_empirical.tolist(),
+        "other R_deepest": table4.R_deepest.tolist(),
+        "identity error < 1e-6": max(identity.values()) < 1e-6,
+    },
+    digits=2,
+)
 show_claims(s)

@@ -179,10 +179,15 @@ NAMES = {"softmax": "softmax (controlled)", "untied_values": "C.2 untied values"
 key_dims = s["key_dims"]
 SWEEPS = [(m, K if k == "wide" else k) for m, k in grids.GENERALISED_SWEEPS]
 runs_cfg = grids.generalized(s)
-runs = {key: s.run(cfgs) for key, cfgs in runs_cfg.items()}  # (model, top_k, key_dim): icl.grids.generalized
+# (model, top_k, key_dim): icl.grids.generalized
+runs = {key: s.run(cfgs) for key, cfgs in runs_cfg.items()}
 df = tables.losses_frame([r for rs in runs.values() for r in rs])
 nb.save_table(s, df, "losses")
-df.pivot_table(index=["key_dim", "model", "top_k", "input_exponent", "task_exponent"], columns="depth", values="loss")
+df.pivot_table(
+    index=["key_dim", "model", "top_k", "input_exponent", "task_exponent"],
+    columns="depth",
+    values="loss",
+)
 
 # %% [markdown]
 # ## Training curves
@@ -191,7 +196,13 @@ df.pivot_table(index=["key_dim", "model", "top_k", "input_exponent", "task_expon
 
 # %%
 for a, b in s["spectra"]:
-    fig, axes = plt.subplots(2 * len(key_dims), 3, figsize=(12, 3.2 * 2 * len(key_dims)), sharey=True, layout="constrained")
+    fig, axes = plt.subplots(
+        2 * len(key_dims),
+        3,
+        figsize=(12, 3.2 * 2 * len(key_dims)),
+        sharey=True,
+        layout="constrained",
+    )
     for ax, ((m, k, kd), rs) in zip(axes.flat, runs.items()):
         plots.training_curves(ax, runs_of(rs, (a, b)), f"{NAMES[m]}, top-{k}, key_dim {kd}")
         plots.legend(ax)
@@ -209,22 +220,49 @@ SWEEP_KEYS = ["model", "top_k", "key_dim", *tables.SPECTRUM]
 KEYS = [(m, k, kd, a, b) for kd in key_dims for m, k in SWEEPS for a, b in s["spectra"]]
 sweep = {key: tables.part_of(df, **dict(zip(SWEEP_KEYS, key))) for key in KEYS}  # one sweep's runs
 fits = {key: tables.fit_depths(sweep[key]) for key in KEYS}
-PANELS = [("shared_stream", 2), ("untied_values", 2), ("context_updates", 2), ("context_updates", K)]
+PANELS = [
+    ("shared_stream", 2),
+    ("untied_values", 2),
+    ("context_updates", 2),
+    ("context_updates", K),
+]
 ROWS = [(kd, a, b) for kd in key_dims for a, b in s["spectra"]]
 # The bounds of the controlled model on each task and rank (icl.bounds, as in notebooks 03 and 06).
-bnds = {(k, kd, a, b): bounds.bounds(s.config(top_k=k, key_dim=kd, input_exponent=a, task_exponent=b), s["depths"],
-                                     s["fit_contexts"], cache=s.cache) for kd, a, b in ROWS for k in (2, K)}
-fig, axes = plt.subplots(len(ROWS), 4, figsize=(16, 3.8 * len(ROWS)), squeeze=False, layout="constrained")
+bnds = {
+    (k, kd, a, b): bounds.bounds(
+        s.config(top_k=k, key_dim=kd, input_exponent=a, task_exponent=b),
+        s["depths"],
+        s["fit_contexts"],
+        cache=s.cache,
+    )
+    for kd, a, b in ROWS
+    for k in (2, K)
+}
+fig, axes = plt.subplots(
+    len(ROWS), 4, figsize=(16, 3.8 * len(ROWS)), squeeze=False, layout="constrained"
+)
 for row, (kd, a, b) in zip(axes, ROWS):
     for ax, (m, k) in zip(row, PANELS):
         soft, model = fits[("softmax", k, kd, a, b)], fits[(m, k, kd, a, b)]
-        plots.loss_vs_depth(ax, sweep[("softmax", k, kd, a, b)], "softmax, same top-k (mean ± s.e. over seeds)", "grey", soft,
-                            fit_label="fit L0 + c L^-alpha")
-        plots.loss_vs_depth(ax, sweep[(m, k, kd, a, b)], "the panel's model (mean ± s.e. over seeds)", plots.TRAINED, model,
-                            shift=0.05, fit_label="fit L0 + c L^-alpha")
+        plots.loss_vs_depth(
+            ax,
+            sweep[("softmax", k, kd, a, b)],
+            "softmax, same top-k (mean ± s.e. over seeds)", "grey", soft,
+            fit_label="fit L0 + c L^-alpha",
+        )
+        plots.loss_vs_depth(
+            ax,
+            sweep[(m, k, kd, a, b)],
+            "the panel's model (mean ± s.e. over seeds)", plots.TRAINED, model,
+            shift=0.05,
+            fit_label="fit L0 + c L^-alpha",
+        )
         plots.bounds_lines(ax, bnds[(k, kd, a, b)], depths=s["depths"])
-        ax.set_title(f"{NAMES[m]}, top-{k}, key_dim {kd}, {plots.spectrum_label(a, b)}\n"
-                     f"alpha: softmax {soft.alpha:.2f}, model {model.alpha:.2f}", fontsize=9)
+        ax.set_title(
+            f"{NAMES[m]}, top-{k}, key_dim {kd}, {plots.spectrum_label(a, b)}\n"
+            f"alpha: softmax {soft.alpha:.2f}, model {model.alpha:.2f}",
+            fontsize=9,
+        )
         ax.set_ylabel("relative loss R_L")
 plots.figure_legend(fig)  # one legend for every panel, below them, off the curves
 compare_png = nb.save_figure(s, fig, "loss_vs_depth")
@@ -236,11 +274,21 @@ compare_png = nb.save_figure(s, fig, "loss_vs_depth")
 # disagreement term `(A_L − C_L)/L` gives the depth gain and `C_L` sets the floor.
 
 # %%
-fig, axes = plt.subplots(len(key_dims), 2, figsize=(11, 3.8 * len(key_dims)), squeeze=False, layout="constrained")
+fig, axes = plt.subplots(
+    len(key_dims), 2, figsize=(11, 3.8 * len(key_dims)), squeeze=False, layout="constrained"
+)
 for row, kd in zip(axes, key_dims):
-    for i, (m, (a, b)) in enumerate([(m, sp) for m in ("softmax", "untied_values", "shared_stream") for sp in s["spectra"]]):
+    for i, (m, (a, b)) in enumerate(
+        [(m, sp) for m in ("softmax", "untied_values", "shared_stream") for sp in s["spectra"]]
+    ):
         for ax, term in zip(row, ("A_L", "C_L")):
-            plots.loss_vs_depth(ax, sweep[(m, 2, kd, a, b)], f"{NAMES[m]} {plots.spectrum_label(a, b)}", plots.COLORS[i], value=term)
+            plots.loss_vs_depth(
+                ax,
+                sweep[(m, 2, kd, a, b)],
+                f"{NAMES[m]} {plots.spectrum_label(a, b)}",
+                plots.COLORS[i],
+                value=term,
+            )
     for ax, term in zip(row, ("A_L: average individual error", "C_L: shared error")):
         ax.set(ylabel=term, title=f"key_dim {kd}")
 plots.legend(axes[0, 0])
@@ -253,8 +301,14 @@ decomp_png = nb.save_figure(s, fig, "decomposition")
 # −2.3 for reference.
 
 # %%
-ctx = {(k, kd): tables.context_update_table(runs[("context_updates", k, kd)]) for kd in key_dims for k in (2, K)}
-fig, axes = plt.subplots(len(key_dims), 3, figsize=(14, 3.8 * len(key_dims)), squeeze=False, layout="constrained")
+ctx = {
+    (k, kd): tables.context_update_table(runs[("context_updates", k, kd)])
+    for kd in key_dims
+    for k in (2, K)
+}
+fig, axes = plt.subplots(
+    len(key_dims), 3, figsize=(14, 3.8 * len(key_dims)), squeeze=False, layout="constrained"
+)
 for row, kd in zip(axes, key_dims):
     for ax, k in zip(row, (2, K)):
         t = ctx[(k, kd)]
@@ -277,10 +331,22 @@ scalars_png = nb.save_figure(s, fig, "update_scalars")
 # context update a deep model applies), and the mean self-attention mass of those layers.
 
 # %%
-summary = pd.concat({f"top-{k}, key_dim {kd}": t[t.used].groupby(["depth", "seed"]).agg(
-    mean_u=("u", "mean"), sum_u=("u", "sum"), self_mass=("self_mass", "mean")).groupby("depth").mean()
-    for (k, kd), t in ctx.items()}, axis=1)
-nb.save_table(s, summary.set_axis([" ".join(c) for c in summary.columns], axis=1).reset_index(), "context_updates")
+summary = pd.concat(
+    {
+        f"top-{k}, key_dim {kd}": t[t.used]
+        .groupby(["depth", "seed"])
+        .agg(mean_u=("u", "mean"), sum_u=("u", "sum"), self_mass=("self_mass", "mean"))
+        .groupby("depth")
+        .mean()
+        for (k, kd), t in ctx.items()
+    },
+    axis=1,
+)
+nb.save_table(
+    s,
+    summary.set_axis([" ".join(c) for c in summary.columns], axis=1).reset_index(),
+    "context_updates",
+)
 summary.round(3)
 
 # %% [markdown]
@@ -288,20 +354,34 @@ summary.round(3)
 # context's full attention matrix from the first layer of the deepest model (first seed).
 
 # %%
-fig, axes = plt.subplots(len(key_dims), 4, figsize=(16, 3.8 * len(key_dims)), squeeze=False, layout="constrained")
+fig, axes = plt.subplots(
+    len(key_dims), 4, figsize=(16, 3.8 * len(key_dims)), squeeze=False, layout="constrained"
+)
 for row, kd in zip(axes, key_dims):
     for ax, k in zip(row[:2], (2, K)):
         t = ctx[(k, kd)]
-        for L, g in t[t.used].groupby(["depth", "layer"]).self_mass.mean().reset_index().groupby("depth"):
+        for L, g in (
+            t[t.used].groupby(["depth", "layer"]).self_mass.mean().reset_index().groupby("depth")
+        ):
             ax.plot(g.layer, g.self_mass, "o-", ms=3, label=f"L = {L}")
-        ax.set(title=f"top-{k}, key_dim {kd}: attention on self", xlabel="layer l", ylabel="mean self-attention mass",
-               ylim=(0, 1.02))
+        ax.set(
+            title=f"top-{k}, key_dim {kd}: attention on self",
+            xlabel="layer l",
+            ylabel="mean self-attention mass",
+            ylim=(0, 1.02),
+        )
         plots.legend(ax)
     for ax, k in zip(row[2:], (2, K)):
         deepest = max(c.depth for c in runs_cfg[("context_updates", k, kd)])
         r = next(r for r in runs[("context_updates", k, kd)] if r["config"]["depth"] == deepest)
-        im = ax.imshow(np.array(r["parameters"]["context_attention_example"]), cmap="viridis", vmin=0)
-        ax.set(title=f"top-{k}, key_dim {kd}, L = {deepest}, layer 1", xlabel="key token ν", ylabel="query token μ")
+        im = ax.imshow(
+            np.array(r["parameters"]["context_attention_example"]), cmap="viridis", vmin=0
+        )
+        ax.set(
+            title=f"top-{k}, key_dim {kd}, L = {deepest}, layer 1",
+            xlabel="key token ν",
+            ylabel="query token μ",
+        )
         ax.grid(False)
         fig.colorbar(im, ax=ax, shrink=0.8)
 attention_png = nb.save_figure(s, fig, "context_attention")
@@ -315,28 +395,57 @@ attention_png = nb.save_figure(s, fig, "context_attention")
 # %%
 SWEEP = ["key_dim", "model", "top_k", *tables.SPECTRUM]
 trend = estimates.estimate_table(df, SWEEP).merge(
-    estimates.per_sweep(df, SWEEP, estimates.depth_trend, ref_depth=s["reference_depth"]), on=[*SWEEP, "n_seeds"])
+    estimates.per_sweep(df, SWEEP, estimates.depth_trend, ref_depth=s["reference_depth"]),
+    on=[*SWEEP, "n_seeds"],
+)
 trend = exponents.exponent_fits(trend, df, SWEEP, s["dim"])
-trend["softmax_bound"] = [bnds[(r.top_k, r.key_dim, r.input_exponent, r.task_exponent)]["single"] for r in trend.itertuples()]
-scalars = estimates.per_sweep(pd.concat([t.assign(key_dim=kd) for (k, kd), t in ctx.items()]), ["key_dim", "top_k"],
-                              estimates.context_update_estimates)
+trend["softmax_bound"] = [
+    bnds[(r.top_k, r.key_dim, r.input_exponent, r.task_exponent)]["single"]
+    for r in trend.itertuples()
+]
+scalars = estimates.per_sweep(
+    pd.concat([t.assign(key_dim=kd) for (k, kd), t in ctx.items()]),
+    ["key_dim", "top_k"],
+    estimates.context_update_estimates,
+)
 nb.save_table(s, trend, "sweeps")
 nb.save_table(s, scalars, "update_scalar_estimates")
-trend[[*SWEEP, "n_seeds", "deepest", "alpha", "alpha_lo95", "alpha_hi95", "alpha_tail", "fall_beyond", "fall_beyond_lo95",
-       "fall_beyond_hi95", "A_change", "C_change", "fit_problem", "tail_problem"]].round(3)
+trend[
+    [
+        *SWEEP, "n_seeds", "deepest", "alpha", "alpha_lo95", "alpha_hi95", "alpha_tail",
+        "fall_beyond", "fall_beyond_lo95", "fall_beyond_hi95", "A_change", "C_change",
+        "fit_problem", "tail_problem",
+    ]
+].round(3)
 
 # %%
 a0, b0 = s["spectra"][0]  # C8 is judged on the first spectrum
-rows, units = trend.set_index(SWEEP, drop=False), scalars.set_index(["key_dim", "top_k"], drop=False)
-checks, shown = {"C7": {}, "C8": {}}, {"C7": {}, "C8": {}}  # claim -> "key_dim k" -> checks, numbers
+rows, units = trend.set_index(SWEEP, drop=False), scalars.set_index(
+    ["key_dim", "top_k"], drop=False
+)
+# claim -> "key_dim k" -> checks, numbers
+checks, shown = {"C7": {}, "C8": {}}, {"C7": {}, "C8": {}}
 for kd in key_dims:
     c7_sweeps = trend[(trend.key_dim == kd) & trend.model.isin(["shared_stream", "untied_values"])]
-    c8_rows = [rows.loc[(kd, "context_updates", k, a0, b0), :] for k in (2, K)] + [units.loc[(kd, k), :] for k in (2, K)]
-    checks["C7"][f"key_dim {kd}"], shown["C7"][f"key_dim {kd}"] = rules.c7(c7_sweeps), rules.c7_numbers(c7_sweeps)
-    checks["C8"][f"key_dim {kd}"], shown["C8"][f"key_dim {kd}"] = rules.c8(*c8_rows), rules.c8_numbers(*c8_rows)
+    c8_rows = [rows.loc[(kd, "context_updates", k, a0, b0), :] for k in (2, K)] + [
+        units.loc[(kd, k), :] for k in (2, K)
+    ]
+    checks["C7"][f"key_dim {kd}"], shown["C7"][f"key_dim {kd}"] = rules.c7(
+        c7_sweeps
+    ), rules.c7_numbers(c7_sweeps)
+    checks["C8"][f"key_dim {kd}"], shown["C8"][f"key_dim {kd}"] = rules.c8(
+        *c8_rows
+    ), rules.c8_numbers(*c8_rows)
 rules.record_by_regime(s, "C7", checks["C7"], shown["C7"], compare_png)
 rules.record_by_regime(s, "C8", checks["C8"], shown["C8"], scalars_png)
-nb.write_results(s, {"sweeps": trend.to_dict("records"), "update_scalars": scalars.to_dict("records"), "checks": checks})
+nb.write_results(
+    s,
+    {
+        "sweeps": trend.to_dict("records"),
+        "update_scalars": scalars.to_dict("records"),
+        "checks": checks,
+    },
+)
 {c["id"]: {k: r["status"] for k, r in c["regimes"].items()} for c in s.claims}
 
 # %% [markdown]
@@ -359,17 +468,29 @@ nb.write_results(s, {"sweeps": trend.to_dict("records"), "update_scalars": scala
 
 # %%
 for r in trend.itertuples():
-    lowest = sweep[(r.model, r.top_k, r.key_dim, r.input_exponent, r.task_exponent)].groupby("depth").loss.mean().min()
-    print(f"key_dim {r.key_dim}, {NAMES[r.model]}, top-{r.top_k}: R_{r.deepest} / R_{s['reference_depth']} "
-          f"{estimates.interval_text(estimates.estimate(trend.loc[r.Index], 'fall_beyond'))}, alpha "
-          f"{nb.fit_value(estimates.interval_text(estimates.estimate(trend.loc[r.Index], 'alpha')), r.fit_problem)}"
-          + ("; below the controlled model's softmax bound" if lowest < r.softmax_bound else ""))
+    lowest = (
+        sweep[(r.model, r.top_k, r.key_dim, r.input_exponent, r.task_exponent)]
+        .groupby("depth")
+        .loss.mean()
+        .min()
+    )
+    print(
+        f"key_dim {r.key_dim}, {NAMES[r.model]}, top-{r.top_k}: R_{r.deepest} / R_{s['reference_depth']} "
+        f"{estimates.interval_text(estimates.estimate(trend.loc[r.Index], 'fall_beyond'))}, alpha "
+        f"{nb.fit_value(estimates.interval_text(estimates.estimate(trend.loc[r.Index], 'alpha')), r.fit_problem)}"
+        + ("; below the controlled model's softmax bound" if lowest < r.softmax_bound else "")
+    )
 for (k, kd), t in ctx.items():
-    u, sums = units.loc[(kd, k), :], t[t.used].groupby(["depth", "seed"]).u.sum().groupby("depth").mean()
-    print(f"key_dim {kd}, top-{k}: mean u_l {estimates.interval_text(estimates.estimate(u, 'u_mean'))}, span across depths "
-          f"{estimates.interval_text(estimates.estimate(u, 'u_span'))}, sum over used layers {sums.min():.2f} to "
-          f"{sums.max():.2f}; self-attention at depth {max(c.depth for c in runs_cfg[('context_updates', k, kd)])} "
-          f"{estimates.interval_text(estimates.estimate(u, 'self_mass'))}")
+    u, sums = (
+        units.loc[(kd, k), :],
+        t[t.used].groupby(["depth", "seed"]).u.sum().groupby("depth").mean(),
+    )
+    print(
+        f"key_dim {kd}, top-{k}: mean u_l {estimates.interval_text(estimates.estimate(u, 'u_mean'))}, span across depths "
+        f"{estimates.interval_text(estimates.estimate(u, 'u_span'))}, sum over used layers {sums.min():.2f} to "
+        f"{sums.max():.2f}; self-attention at depth {max(c.depth for c in runs_cfg[('context_updates', k, kd)])} "
+        f"{estimates.interval_text(estimates.estimate(u, 'self_mass'))}"
+    )
 
 # %% [markdown]
 # The regression check prints the seed-mean losses at one layer and at the deepest depth of every
@@ -378,8 +499,25 @@ for (k, kd), t in ctx.items():
 
 # %%
 # NBVAL_CHECK_OUTPUT
-nb.show({f"key_dim {r.key_dim}, {r.model}, top-{r.top_k}, ({r.input_exponent:g}, {r.task_exponent:g}): R_1, R_deepest":
-         [r.R_1, r.R_deepest] for r in trend.itertuples()}, digits=2)
-nb.show({f"key_dim {r.key_dim}, top-{r.top_k}": {"u span": r.u_span, "u mean": r.u_mean, "self mass": r.self_mass}
-         for r in scalars.itertuples()}, digits=2)
+nb.show(
+    {
+        f"key_dim {r.key_dim}, {r.model}, top-{r.top_k}, ({r.input_exponent:g}, {r.task_exponent:g}): R_1, R_deepest": [
+            r.R_1,
+            r.R_deepest,
+        ]
+        for r in trend.itertuples()
+    },
+    digits=2,
+)
+nb.show(
+    {
+        f"key_dim {r.key_dim}, top-{r.top_k}": {
+            "u span": r.u_span,
+            "u mean": r.u_mean,
+            "self mass": r.self_mass,
+        }
+        for r in scalars.itertuples()
+    },
+    digits=2,
+)
 show_claims(s)

@@ -67,11 +67,19 @@ nb.end_of_parameters(globals())
 # %%
 s = nb.parameters(globals())
 root = s.root / s["results_root"]
-print(f"reading the outputs of notebooks 01, 03 and 04 in {s['results_root']}/"
-      + (" (the committed ones)" if s["results_root"] == "outputs" else ""))
-losses = {name: tables.read_losses(root, name) for name in ("01_easy_linear", "03_difficult", "04_generalized")}
-results = {name: json.loads((root / name / "results.json").read_text())
-           for name in losses if (root / name / "results.json").exists()}
+print(
+    f"reading the outputs of notebooks 01, 03 and 04 in {s['results_root']}/"
+    + (" (the committed ones)" if s["results_root"] == "outputs" else "")
+)
+losses = {
+    name: tables.read_losses(root, name)
+    for name in ("01_easy_linear", "03_difficult", "04_generalized")
+}
+results = {
+    name: json.loads((root / name / "results.json").read_text())
+    for name in losses
+    if (root / name / "results.json").exists()
+}
 params = {name: r["parameters"] for name, r in results.items()}
 {name: (None if df is None else len(df)) for name, df in losses.items()}
 
@@ -86,14 +94,20 @@ difficult = losses["03_difficult"]
 RANKED = ["key_dim", *tables.SPECTRUM]
 table1 = pd.DataFrame()
 if difficult is not None:
-    soft2 = difficult[(difficult.model == "softmax") & (difficult.top_k == 2) & (difficult.sweep == "main")]
+    soft2 = difficult[
+        (difficult.model == "softmax") & (difficult.top_k == 2) & (difficult.sweep == "main")
+    ]
     linear = difficult[(difficult.model == "linear") & (difficult.top_k == 2)]
     protocol = estimates.estimate_table(soft2, RANKED, workers=s["fit_workers"])
     plateau = tables.plateau_of(linear, tables.SPECTRUM).rename("linear_plateau")
     table1 = protocol.join(plateau, on=tables.SPECTRUM)
     table1["L0 / linear plateau"] = table1.L0 / table1.linear_plateau
     nb.save_table(s, table1, "table1_softmax_top2")
-table1[[c for c in table1.columns if not c.endswith(("68", "c_lo95", "c_hi95"))]].round(3) if len(table1) else table1
+(
+    table1[[c for c in table1.columns if not c.endswith(("68", "c_lo95", "c_hi95"))]].round(3)
+    if len(table1)
+    else table1
+)
 
 # %% [markdown]
 # ## How much the fit moves: every headline sweep under every choice
@@ -109,7 +123,11 @@ if difficult is not None:
     nb.save_table(s, variants, "fit_sensitivity")
     fig = plots.fit_sensitivity(variants, list(estimates.FIT_VARIANTS))
     sens_png = nb.save_figure(s, fig, "fit_sensitivity")
-variants.pivot_table(index=RANKED, columns="fit", values="alpha").round(2) if len(variants) else variants
+(
+    variants.pivot_table(index=RANKED, columns="fit", values="alpha").round(2)
+    if len(variants)
+    else variants
+)
 
 # %% [markdown]
 # ## Table 2 — linear attention on the easy task against the two references (A.2)
@@ -122,14 +140,27 @@ variants.pivot_table(index=RANKED, columns="fit", values="alpha").round(2) if le
 easy = losses["01_easy_linear"]
 table2 = pd.DataFrame()
 if easy is not None:
-    names = {"alpha": "measured_alpha", "alpha_se": "measured_se", "alpha_rep_mc": "mc_repeated",
-             "alpha_free_mc": "mc_free", "alpha_rep_pop": "population_repeated", "alpha_free_pop": "population_free",
-             "range_context_median": "spectral_range_context_median"}
-    exponents = pd.DataFrame(results["01_easy_linear"]["numbers"]["exponents"]).rename(columns=names)
-    weighted = tables.fit_table(easy[(easy.model == "linear") & ~easy.diverged], tables.SPECTRUM, L0=0.0, weighted=True)
+    names = {
+        "alpha": "measured_alpha",
+        "alpha_se": "measured_se",
+        "alpha_rep_mc": "mc_repeated",
+        "alpha_free_mc": "mc_free",
+        "alpha_rep_pop": "population_repeated",
+        "alpha_free_pop": "population_free",
+        "range_context_median": "spectral_range_context_median",
+    }
+    exponents = pd.DataFrame(results["01_easy_linear"]["numbers"]["exponents"]).rename(
+        columns=names
+    )
+    weighted = tables.fit_table(
+        easy[(easy.model == "linear") & ~easy.diverged], tables.SPECTRUM, L0=0.0, weighted=True
+    )
     weighted = weighted.rename(columns={"alpha": "alpha_weighted", "alpha_se": "alpha_weighted_se"})
-    table2 = (exponents[[*tables.SPECTRUM, *names.values()]].merge(weighted[[*tables.SPECTRUM, "alpha_weighted", "alpha_weighted_se"]])
-              .sort_values(tables.SPECTRUM, ignore_index=True))
+    table2 = (
+        exponents[[*tables.SPECTRUM, *names.values()]]
+        .merge(weighted[[*tables.SPECTRUM, "alpha_weighted", "alpha_weighted_se"]])
+        .sort_values(tables.SPECTRUM, ignore_index=True)
+    )
     nb.save_table(s, table2, "table2_linear_references")
 table2
 
@@ -146,11 +177,22 @@ table2
 table3 = pd.DataFrame()
 if difficult is not None:
     floors = pd.DataFrame(results["03_difficult"]["numbers"]["table3"])
-    table3 = floors.rename(columns={"linear_best": "trained_plateau", "linear_best_lo95": "trained_plateau_lo95",
-                                    "linear_best_hi95": "trained_plateau_hi95", "mc_floor": "floor_sigma",
-                                    "mc_floor_se": "floor_sigma_se", "mc_floor_empirical": "floor_sample_cov"})[
-        ["input_exponent", "task_exponent", "n_seeds", "trained_plateau", "trained_plateau_lo95", "trained_plateau_hi95",
-         "floor_sigma", "floor_sigma_se", "floor_sample_cov", "floor_match", "relative_gap_population"]]
+    table3 = floors.rename(
+        columns={
+            "linear_best": "trained_plateau",
+            "linear_best_lo95": "trained_plateau_lo95",
+            "linear_best_hi95": "trained_plateau_hi95",
+            "mc_floor": "floor_sigma",
+            "mc_floor_se": "floor_sigma_se",
+            "mc_floor_empirical": "floor_sample_cov",
+        }
+    )[
+        [
+            "input_exponent", "task_exponent", "n_seeds", "trained_plateau", "trained_plateau_lo95",
+            "trained_plateau_hi95", "floor_sigma", "floor_sigma_se", "floor_sample_cov",
+            "floor_match", "relative_gap_population",
+        ]
+    ]
     nb.save_table(s, table3, "table3_linear_floor")
 table3
 
@@ -162,7 +204,9 @@ table4 = pd.DataFrame()
 if difficult is not None:
     soft = difficult[difficult.model == "softmax"]
     broad = soft[(soft.top_k != 2) | ((soft.input_exponent > 0) & (soft.task_exponent > 0))]
-    table4 = estimates.estimate_table(broad, ["top_k", "key_dim", *tables.SPECTRUM], workers=s["fit_workers"])
+    table4 = estimates.estimate_table(
+        broad, ["top_k", "key_dim", *tables.SPECTRUM], workers=s["fit_workers"]
+    )
     nb.save_table(s, table4, "table4_broader")
 table4
 
@@ -191,9 +235,15 @@ if general is not None:
 tableC
 
 # %%
-numbers = {"table1": table1.to_dict("records"), "table2": table2.to_dict("records"), "table3": table3.to_dict("records"),
-           "table4": table4.to_dict("records"), "table5": table5.to_dict("records"), "tableC": tableC.to_dict("records"),
-           "fit_sensitivity": variants.to_dict("records")}
+numbers = {
+    "table1": table1.to_dict("records"),
+    "table2": table2.to_dict("records"),
+    "table3": table3.to_dict("records"),
+    "table4": table4.to_dict("records"),
+    "table5": table5.to_dict("records"),
+    "tableC": tableC.to_dict("records"),
+    "fit_sensitivity": variants.to_dict("records"),
+}
 nb.write_results(s, numbers)
 
 # %% [markdown]

@@ -138,17 +138,29 @@ rules.show_criteria(s)
 
 # %%
 results = s.run(grids.regimes(s)["cells"])  # the configs: icl.grids.regimes
-df = tables.losses_frame(results).assign(dim=[r["config"]["dim"] for r in results],
-                                     context_length=[r["config"]["context_length"] for r in results])
+df = tables.losses_frame(results).assign(
+    dim=[r["config"]["dim"] for r in results],
+    context_length=[r["config"]["context_length"] for r in results],
+)
 nb.save_table(s, df, "losses")
-bounds_of = regimes.cell_bounds(s.config(task="difficult", input_exponent=a, task_exponent=b), cells, depths_of,
-                                s["fit_contexts"], s.cache)
+bounds_of = regimes.cell_bounds(
+    s.config(task="difficult", input_exponent=a, task_exponent=b),
+    cells,
+    depths_of,
+    s["fit_contexts"],
+    s.cache,
+)
 table = regimes.regime_table(df, bounds_of)
 table = exponents.exponent_fits(table, df, regimes.CELL)  # each cell its own width dim
 of_cell = lambda c: df[regimes.cells_mask(df, c)]
 nb.save_table(s, table, "regimes")
-table[["dim", "context_length", "key_dim", "n_seeds", "R_1", "R_deepest", "alpha", "alpha_lo95", "alpha_hi95",
-       "alpha_tail", "knee", "single_bound", "mixture_bound", "gap_closed", "fit_problem", "tail_problem"]].round(3)
+table[
+    [
+        "dim", "context_length", "key_dim", "n_seeds", "R_1", "R_deepest", "alpha", "alpha_lo95",
+        "alpha_hi95", "alpha_tail", "knee", "single_bound", "mixture_bound", "gap_closed",
+        "fit_problem", "tail_problem",
+    ]
+].round(3)
 
 # %% [markdown]
 # ## The map at a glance
@@ -161,7 +173,9 @@ table[["dim", "context_length", "key_dim", "n_seeds", "R_1", "R_deepest", "alpha
 fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), sharey=True)
 for ax, (title, group) in zip(axes, slices.items()):
     for i, c in enumerate(group):
-        plots.relative_to_bound(ax, of_cell(c), bounds_of[c], plots.COLORS[i % len(plots.COLORS)], c.label())
+        plots.relative_to_bound(
+            ax, of_cell(c), bounds_of[c], plots.COLORS[i % len(plots.COLORS)], c.label()
+        )
     ax.set_title(f"slice: {title}")
 plots.regime_legends(fig, axes)
 map_png = nb.save_figure(s, fig, "regime_map")
@@ -171,11 +185,16 @@ map_png = nb.save_figure(s, fig, "regime_map")
 
 # %%
 ncol = 4
-fig, axes = plt.subplots(-(-len(cells) // ncol), ncol, figsize=(3.4 * ncol, 2.9 * -(-len(cells) // ncol)),
-                         squeeze=False, layout="constrained")
+fig, axes = plt.subplots(
+    -(-len(cells) // ncol),
+    ncol,
+    figsize=(3.4 * ncol, 2.9 * -(-len(cells) // ncol)),
+    squeeze=False,
+    layout="constrained",
+)
 for ax, c in zip(axes.flat, cells):
     plots.sweep_with_bounds(ax, of_cell(c), bounds_of[c], c.label())
-for ax in axes.flat[len(cells):]:
+for ax in axes.flat[len(cells) :]:
     ax.set_visible(False)
 plots.figure_legend(fig)
 cells_png = nb.save_figure(s, fig, "regime_cells")
@@ -189,12 +208,21 @@ cells_png = nb.save_figure(s, fig, "regime_cells")
 # %%
 for _, r in table.iterrows():
     span = exponents.exponent(r)
-    alpha = (estimates.interval_text(estimates.estimate(r, "alpha"))
-             + (f", [{span.ci95[0]:.2f}, {span.ci95[1]:.2f}] over the defensible fits" if span else ", not read")
-             + f"; tail (L >= {r.knee_depth}) {estimates.interval_text(estimates.estimate(r, 'alpha_tail'))}")
-    print(f"d={r.dim} P={r.context_length} key_dim={r.key_dim} ({r.n_seeds} seeds): R_1 {r.R_1:.3f} -> R_{r.depth_max} "
-          f"{r.R_deepest:.3f}, {r.deepest_over_bound:.2f} x the softmax bound {r.single_bound:.3f}; alpha {alpha}"
-          + (f" (fit {r.fit_problem})" if r.fit_problem else "") + ("; beats the best single layer" if r.deep_beats_single else ""))
+    alpha = (
+        estimates.interval_text(estimates.estimate(r, "alpha"))
+        + (
+            f", [{span.ci95[0]:.2f}, {span.ci95[1]:.2f}] over the defensible fits"
+            if span
+            else ", not read"
+        )
+        + f"; tail (L >= {r.knee_depth}) {estimates.interval_text(estimates.estimate(r, 'alpha_tail'))}"
+    )
+    print(
+        f"d={r.dim} P={r.context_length} key_dim={r.key_dim} ({r.n_seeds} seeds): R_1 {r.R_1:.3f} -> R_{r.depth_max} "
+        f"{r.R_deepest:.3f}, {r.deepest_over_bound:.2f} x the softmax bound {r.single_bound:.3f}; alpha {alpha}"
+        + (f" (fit {r.fit_problem})" if r.fit_problem else "")
+        + ("; beats the best single layer" if r.deep_beats_single else "")
+    )
 
 # %% [markdown]
 # ## Verdicts
@@ -205,11 +233,24 @@ checks = {"R1": rules.r1(full), "R2": rules.r2(full), "R3": rules.r3(limited)}
 rules.record(s, "R1", checks["R1"], rules.r1_numbers(full), map_png)
 rules.record(s, "R2", checks["R2"], rules.r2_numbers(full), map_png)
 rules.record(s, "R3", checks["R3"], rules.r3_numbers(limited), cells_png)
-results_path = nb.write_results(s, {"regimes": table.to_dict("records"),
-                                    "bounds": {c.label(): bounds_of[c] for c in cells}, "checks": checks})
+results_path = nb.write_results(
+    s,
+    {
+        "regimes": table.to_dict("records"),
+        "bounds": {c.label(): bounds_of[c] for c in cells},
+        "checks": checks,
+    },
+)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-nb.show({"R_1": table.R_1.tolist(), "R_deepest": table.R_deepest.tolist(), "softmax bound": table.single_bound.tolist(),
-         "mixture bound": table.mixture_bound.tolist()}, digits=2)
+nb.show(
+    {
+        "R_1": table.R_1.tolist(),
+        "R_deepest": table.R_deepest.tolist(),
+        "softmax bound": table.single_bound.tolist(),
+        "mixture bound": table.mixture_bound.tolist(),
+    },
+    digits=2,
+)
 show_claims(s)

@@ -75,13 +75,20 @@ nb.end_of_parameters(globals())
 # %%
 s = nb.parameters(globals())
 root = s.root / s["results_root"]
-print(f"reading the outputs of notebooks 03 and 06 in {s['results_root']}/"
-      + (" (the committed ones)" if s["results_root"] == "outputs" else ""))
-read = {name: (tables.read_losses(root, name), root / name / "results.json") for name in ("03_difficult", "06_regimes")}
+print(
+    f"reading the outputs of notebooks 03 and 06 in {s['results_root']}/"
+    + (" (the committed ones)" if s["results_root"] == "outputs" else "")
+)
+read = {
+    name: (tables.read_losses(root, name), root / name / "results.json")
+    for name in ("03_difficult", "06_regimes")
+}
 missing = [name for name, (df, res) in read.items() if df is None or not res.exists()]
 if missing:
-    raise nb.ConfigError(f"results_root: {s['results_root']!r} has no outputs of {', '.join(missing)}; run them first "
-                         "at this profile (make reproduce runs them before this notebook)")
+    raise nb.ConfigError(
+        f"results_root: {s['results_root']!r} has no outputs of {', '.join(missing)}; run them first "
+        "at this profile (make reproduce runs them before this notebook)"
+    )
 params = {name: json.loads(res.read_text())["parameters"] for name, (_, res) in read.items()}
 p03 = params["03_difficult"]
 first = p03["spectra"][0]
@@ -130,8 +137,13 @@ rules.show_criteria(s)
 # %%
 d03, P03 = p03["dim"], p03["context_length"]
 df03 = read["03_difficult"][0]
-main = df03[(df03.sweep == "main") & (df03.model == "softmax") & (df03.input_exponent == first[0])
-            & (df03.task_exponent == first[1]) & (df03.key_dim < d03)].assign(dim=d03, context_length=P03)
+main = df03[
+    (df03.sweep == "main")
+    & (df03.model == "softmax")
+    & (df03.input_exponent == first[0])
+    & (df03.task_exponent == first[1])
+    & (df03.key_dim < d03)
+].assign(dim=d03, context_length=P03)
 df06 = read["06_regimes"][0]
 in03 = (df06.dim == d03) & (df06.context_length == P03) & df06.key_dim.isin(main.key_dim.unique())
 others = df06[(df06.key_dim < df06.dim) & ~in03]
@@ -139,26 +151,64 @@ trained = pd.concat([main, others], ignore_index=True)
 cells = list(dict.fromkeys(regimes.cell_of(r) for _, r in trained.iterrows()))
 
 
-source_of = {c: p03 if (c.dim, c.context_length) == (d03, P03) and c.key_dim in set(main.key_dim) else params["06_regimes"]
-             for c in cells}
+source_of = {
+    c: (
+        p03
+        if (c.dim, c.context_length) == (d03, P03) and c.key_dim in set(main.key_dim)
+        else params["06_regimes"]
+    )
+    for c in cells
+}
 depths_of = {c: sorted(trained[regimes.cells_mask(trained, c)].depth.unique()) for c in cells}
-cell_task = {c: grids.config_from(source_of[c], "the parameters of notebooks 03 and 06", task="difficult", dim=c.dim,
-                                  context_length=c.context_length, key_dim=c.key_dim, input_exponent=first[0],
-                                  task_exponent=first[1]) for c in cells}  # the bounds need the task only
-bounds_of = {c: bounds.bounds(cell_task[c], depths_of[c], source_of[c]["fit_contexts"], cache=s.cache) for c in cells}
+# the bounds need the task only
+cell_task = {
+    c: grids.config_from(
+        source_of[c],
+        "the parameters of notebooks 03 and 06",
+        task="difficult",
+        dim=c.dim,
+        context_length=c.context_length,
+        key_dim=c.key_dim,
+        input_exponent=first[0],
+        task_exponent=first[1],
+    )
+    for c in cells
+}
+bounds_of = {
+    c: bounds.bounds(cell_task[c], depths_of[c], source_of[c]["fit_contexts"], cache=s.cache)
+    for c in cells
+}
 table = regimes.regime_table(trained, bounds_of)
 rows = []
 for c in cells:
     m = trained[regimes.cells_mask(trained, c)].groupby("depth").loss.mean()
     b = bounds_of[c]
-    rows += [{"dim": c.dim, "context_length": c.context_length, "key_dim": c.key_dim, "depth": int(L), "trained": R,
-              **{col: b[col].get(int(L)) for col in ("random_subspace", "complementary_subspace", "random_subspace_fixed",
-                                                      "complementary_subspace_fixed") if col in b}}
-             for L, R in m.items()]
+    rows += [
+        {
+            "dim": c.dim,
+            "context_length": c.context_length,
+            "key_dim": c.key_dim,
+            "depth": int(L),
+            "trained": R,
+            **{
+                col: b[col].get(int(L))
+                for col in (
+                    "random_subspace", "complementary_subspace", "random_subspace_fixed",
+                    "complementary_subspace_fixed",
+                )
+                if col in b
+            },
+        }
+        for L, R in m.items()
+    ]
 baseline_table = pd.DataFrame(rows)
 nb.save_table(s, baseline_table, "baselines")
-table[["dim", "context_length", "key_dim", "n_seeds", "R_1", "R_deepest", "random_subspace_gap",
-       "complementary_subspace_gap", "single_bound"]].round(3)
+table[
+    [
+        "dim", "context_length", "key_dim", "n_seeds", "R_1", "R_deepest", "random_subspace_gap",
+        "complementary_subspace_gap", "single_bound",
+    ]
+].round(3)
 
 # %% [markdown]
 # Every rank-limited cell: the trained sweep (points, mean over seeds), the random (dashed) and
@@ -168,22 +218,39 @@ table[["dim", "context_length", "key_dim", "n_seeds", "R_1", "R_deepest", "rando
 # ensembles: the fixed-temperature curve, far above them at small depth, leaves the panel there.
 
 # %%
-ncol = min(3, int(np.ceil(np.sqrt(len(cells)))))  # 2 x 2 for four cells: wider panels at the README's width
-fig, axes = plt.subplots(-(-len(cells) // ncol), ncol, figsize=(3.1 * ncol, 2.7 * -(-len(cells) // ncol)),
-                         squeeze=False, layout="constrained")
+# 2 x 2 for four cells: wider panels at the README's width
+ncol = min(3, int(np.ceil(np.sqrt(len(cells)))))
+fig, axes = plt.subplots(
+    -(-len(cells) // ncol),
+    ncol,
+    figsize=(3.1 * ncol, 2.7 * -(-len(cells) // ncol)),
+    squeeze=False,
+    layout="constrained",
+)
 for ax, c in zip(axes.flat, cells):
     part, b = trained[regimes.cells_mask(trained, c)], bounds_of[c]
     plots.loss_vs_depth(ax, part, "trained (mean ± s.e. over seeds)", color=plots.TRAINED)
     plots.bounds_lines(ax, b, depths=depths_of[c])
     fixed = b["random_subspace_fixed"]
-    ax.plot(sorted(fixed), [fixed[L] for L in sorted(fixed)], ":", color=plots.FIXED_BETA, lw=1.2,
-            label="random subspaces, one fixed β")
-    ax.axvline(subspaces.block_size(c.dim, c.key_dim), color="0.6", lw=0.8, ls=(0, (4, 2)),
-               label="L = lcm(d, k)/k: complementary blocks tile R^d")
+    ax.plot(
+        sorted(fixed),
+        [fixed[L] for L in sorted(fixed)],
+        ":",
+        color=plots.FIXED_BETA,
+        lw=1.2,
+        label="random subspaces, one fixed β",
+    )
+    ax.axvline(
+        subspaces.block_size(c.dim, c.key_dim),
+        color="0.6",
+        lw=0.8,
+        ls=(0, (4, 2)),
+        label="L = lcm(d, k)/k: complementary blocks tile R^d",
+    )
     ax.set_ylim(*plots.compared_range(part, b, depths_of[c]))
     ax.set_ylabel("relative loss R_L")
     ax.set_title(c.label(), fontsize=9)
-for ax in axes.flat[len(cells):]:
+for ax in axes.flat[len(cells) :]:
     ax.set_visible(False)
 plots.figure_legend(fig, ncol=2)
 baselines_png = nb.save_figure(s, fig, "baselines")
@@ -198,10 +265,24 @@ baselines_png = nb.save_figure(s, fig, "baselines")
 # %%
 tails = []
 for c in cells:
-    part, m = baseline_table[regimes.cells_mask(baseline_table, c)], exponents.knee_depth(c.dim, c.key_dim)
-    tails.append({"cell": c.label(), "m": m, **{name: exponents.tail_exponent(part.depth, part[col], m) for col, name in (
-        ("trained", "trained"), ("complementary_subspace", "complementary, best β"),
-        ("complementary_subspace_fixed", "complementary, fixed β")) if col in part}})
+    part, m = baseline_table[regimes.cells_mask(baseline_table, c)], exponents.knee_depth(
+        c.dim, c.key_dim
+    )
+    tails.append(
+        {
+            "cell": c.label(),
+            "m": m,
+            **{
+                name: exponents.tail_exponent(part.depth, part[col], m)
+                for col, name in (
+                    ("trained", "trained"),
+                    ("complementary_subspace", "complementary, best β"),
+                    ("complementary_subspace_fixed", "complementary, fixed β"),
+                )
+                if col in part
+            },
+        }
+    )
 tails = pd.DataFrame(tails)
 nb.save_table(s, tails, "tail_exponents")
 tails.round(2)
@@ -213,11 +294,15 @@ tails.round(2)
 # (dashed), and the effective rank of the stack (d at most).
 
 # %%
-sub_cols = ["dim", "context_length", "key_dim", "depth", "seed", "overlap", "random_overlap", "coverage_error",
-            "effective_rank", "query_overlap", "query_key_alignment", "temperature"]
+sub_cols = [
+    "dim", "context_length", "key_dim", "depth", "seed", "overlap", "random_overlap",
+    "coverage_error", "effective_rank", "query_overlap", "query_key_alignment", "temperature",
+]
 sub_table = trained[trained.depth > 1][sub_cols].copy()
-sub_table["random_coverage"] = [subspaces.random_coverage(L, d, k) for L, d, k in zip(sub_table.depth, sub_table.dim,
-                                                                                       sub_table.key_dim)]
+sub_table["random_coverage"] = [
+    subspaces.random_coverage(L, d, k)
+    for L, d, k in zip(sub_table.depth, sub_table.dim, sub_table.key_dim)
+]
 nb.save_table(s, sub_table, "subspaces")
 fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
 for i, c in enumerate(cells):
@@ -225,10 +310,17 @@ for i, c in enumerate(cells):
     color = plots.COLORS[i % len(plots.COLORS)]
     axes[0].plot(m.index, m.overlap / m.random_overlap, "o-", ms=3, color=color, label=c.label())
     axes[1].plot(m.index, m.coverage_error, "o-", ms=3, color=color)
-    axes[1].plot(m.index, m.random_coverage, "--", lw=1, color=color, label="as many random subspaces (dashed)")
+    axes[1].plot(
+        m.index, m.random_coverage, "--",
+        lw=1,
+        color=color,
+        label="as many random subspaces (dashed)",
+    )
     axes[2].plot(m.index, m.effective_rank / c.dim, "o-", ms=3, color=color)
 axes[0].axhline(1, color="0.4", lw=1, label="random subspaces' overlap")
-for ax, label in zip(axes, ("overlap / random overlap", "coverage error (dashed: random)", "effective rank / d")):
+for ax, label in zip(
+    axes, ("overlap / random overlap", "coverage error (dashed: random)", "effective rank / d")
+):
     ax.set(xscale="log", xlabel="depth L", ylabel=label)
     ax.set_xscale("log", base=2)
 plots.figure_legend(fig)
@@ -243,10 +335,20 @@ temps = []
 for c in cells:
     m = sub_table[regimes.cells_mask(sub_table, c)].groupby("depth").temperature.mean()
     b = bounds_of[c]
-    temps += [{"cell": c.label(), "depth": int(L), "trained": t, "random_subspace_beta": b["random_subspace_beta"].get(int(L)),
-               "complementary_subspace_beta": b.get("complementary_subspace_beta", {}).get(int(L))} for L, t in m.items()]
+    temps += [
+        {
+            "cell": c.label(),
+            "depth": int(L),
+            "trained": t,
+            "random_subspace_beta": b["random_subspace_beta"].get(int(L)),
+            "complementary_subspace_beta": b.get("complementary_subspace_beta", {}).get(int(L)),
+        }
+        for L, t in m.items()
+    ]
 temperatures = pd.DataFrame(temps)
-temperatures.pivot_table(index="cell", columns="depth", values=["trained", "random_subspace_beta"]).round(1)
+temperatures.pivot_table(
+    index="cell", columns="depth", values=["trained", "random_subspace_beta"]
+).round(1)
 
 # %% [markdown]
 # ## The ablation: frozen subspaces
@@ -259,17 +361,35 @@ temperatures.pivot_table(index="cell", columns="depth", values=["trained", "rand
 ablation_runs = s.run(grids.mechanism(s, p03)["ablation"])  # the configs: icl.grids.mechanism
 ablation = tables.losses_frame(ablation_runs)
 nb.save_table(s, ablation, "ablation_losses")
-fig, axes = plt.subplots(1, len(s["ablation_key_dims"]), figsize=(4.2 * len(s["ablation_key_dims"]), 3.4), squeeze=False,
-                         layout="constrained")
+fig, axes = plt.subplots(
+    1,
+    len(s["ablation_key_dims"]),
+    figsize=(4.2 * len(s["ablation_key_dims"]), 3.4),
+    squeeze=False,
+    layout="constrained",
+)
 for ax, k in zip(axes[0], s["ablation_key_dims"]):
     cell = regimes.Cell(d03, P03, k)
-    plots.loss_vs_depth(ax, main[main.key_dim == k], "trained (mean ± s.e. over seeds)", color=plots.TRAINED)
-    for i, kind in enumerate(s["ablation_kinds"]):  # shifted by a tenth of an octave each: every error bar shows
-        plots.loss_vs_depth(ax, ablation[(ablation.key_dim == k) & (ablation.subspace == kind)], f"frozen {kind}",
-                            color=plots.COLORS[4 + i], shift=0.1 * (i + 1))
+    plots.loss_vs_depth(
+        ax, main[main.key_dim == k], "trained (mean ± s.e. over seeds)", color=plots.TRAINED
+    )
+    # shifted by a tenth of an octave each: every error bar shows
+    for i, kind in enumerate(s["ablation_kinds"]):
+        plots.loss_vs_depth(
+            ax,
+            ablation[(ablation.key_dim == k) & (ablation.subspace == kind)],
+            f"frozen {kind}",
+            color=plots.COLORS[4 + i],
+            shift=0.1 * (i + 1),
+        )
     plots.bounds_lines(ax, bounds_of[cell], depths=p03["depths"])
-    ax.axvline(subspaces.block_size(d03, k), color="0.6", lw=0.8, ls=(0, (4, 2)),
-               label="L = lcm(d, k)/k: complementary blocks tile R^d")
+    ax.axvline(
+        subspaces.block_size(d03, k),
+        color="0.6",
+        lw=0.8,
+        ls=(0, (4, 2)),
+        label="L = lcm(d, k)/k: complementary blocks tile R^d",
+    )
     ax.set_ylabel("relative loss R_L")
     ax.set_title(cell.label(), fontsize=9)
 plots.figure_legend(fig, ncol=2)
@@ -287,8 +407,12 @@ ablation.pivot_table(index=["key_dim", "subspace"], columns="depth", values="los
 deepest = trained.loc[trained.groupby(regimes.CELL + ["seed"]).depth.idxmax()]
 terms = deepest.groupby(regimes.CELL)[["depth", "A_L", "C_L", "loss"]].mean().reset_index()
 for kind in ("random_subspace", "complementary_subspace"):
-    terms[f"{kind}_A"] = [bounds_of[regimes.cell_of(r)].get(f"{kind}_A") for _, r in terms.iterrows()]
-    terms[f"{kind}_C"] = [bounds_of[regimes.cell_of(r)].get(f"{kind}_C") for _, r in terms.iterrows()]
+    terms[f"{kind}_A"] = [
+        bounds_of[regimes.cell_of(r)].get(f"{kind}_A") for _, r in terms.iterrows()
+    ]
+    terms[f"{kind}_C"] = [
+        bounds_of[regimes.cell_of(r)].get(f"{kind}_C") for _, r in terms.iterrows()
+    ]
 nb.save_table(s, terms, "decomposition_terms")
 terms.round(3)
 
@@ -296,22 +420,36 @@ terms.round(3)
 # ## Verdicts
 
 # %%
-r5_cells = {c.label(): estimates.subspace_ratios(trained[regimes.cells_mask(trained, c)], c.dim, c.key_dim) for c in cells}
+r5_cells = {
+    c.label(): estimates.subspace_ratios(trained[regimes.cells_mask(trained, c)], c.dim, c.key_dim)
+    for c in cells
+}
 r6_ranks = {}
 for k in s["ablation_key_dims"]:
     m, deep = subspaces.block_size(d03, k), max(p03["depths"])
-    tiled, rand = (tables.part_of(ablation, key_dim=k, subspace=kind) for kind in ("tiled", "random"))
+    tiled, rand = (
+        tables.part_of(ablation, key_dim=k, subspace=kind) for kind in ("tiled", "random")
+    )
     trained_k = main[(main.key_dim == k) & main.seed.isin(s["ablation_seeds"])]
-    r6_ranks[f"key_dim {k}"] = {"tiled / trained": [estimates.depth_ratio(tiled, trained_k, L) for L in (m, deep)],
-                                "random / tiled": estimates.depth_ratio(rand, tiled, m)}
+    r6_ranks[f"key_dim {k}"] = {
+        "tiled / trained": [estimates.depth_ratio(tiled, trained_k, L) for L in (m, deep)],
+        "random / tiled": estimates.depth_ratio(rand, tiled, m),
+    }
 checks = {cid: rules.r4(table, kind) for cid, kind in rules.BASELINE_OF.items()}
 checks.update(R5=rules.r5(r5_cells), R6=rules.r6(r6_ranks))
 for cid, kind in rules.BASELINE_OF.items():
     rules.record(s, cid, checks[cid], rules.r4_numbers(table, kind), baselines_png)
 rules.record(s, "R5", checks["R5"], rules.r5_numbers(r5_cells), subspaces_png)
 rules.record(s, "R6", checks["R6"], rules.r6_numbers(r6_ranks), ablation_png)
-nb.write_results(s, {"regimes": table.to_dict("records"), "decomposition_terms": terms.to_dict("records"),
-                     "temperatures": temperatures.to_dict("records"), "checks": checks})
+nb.write_results(
+    s,
+    {
+        "regimes": table.to_dict("records"),
+        "decomposition_terms": terms.to_dict("records"),
+        "temperatures": temperatures.to_dict("records"),
+        "checks": checks,
+    },
+)
 
 # %% [markdown]
 # What to look for: whether the complementary ensemble tracks the trained curves where the random
@@ -321,21 +459,35 @@ nb.write_results(s, {"regimes": table.to_dict("records"), "decomposition_terms":
 
 # %%
 for _, r in table.iterrows():
-    gaps = ", ".join(f"{kind.split('_')[0]} {estimates.interval_text(estimates.estimate(r, kind + '_gap'))}"
-                     for kind in ("random_subspace", "complementary_subspace") if f"{kind}_gap" in r and pd.notna(r[f"{kind}_gap"]))
+    gaps = ", ".join(
+        f"{kind.split('_')[0]} {estimates.interval_text(estimates.estimate(r, kind + '_gap'))}"
+        for kind in ("random_subspace", "complementary_subspace")
+        if f"{kind}_gap" in r and pd.notna(r[f"{kind}_gap"])
+    )
     print(f"{regimes.cell_of(r).label()}: largest gap to the baselines {gaps}")
 for k, r in r6_ranks.items():
-    print(f"{k}: frozen tiled / trained at L = m and deepest: "
-          + ", ".join(estimates.interval_text(e, 3) for e in r["tiled / trained"])
-          + f"; frozen random / frozen tiled at L = m: {estimates.interval_text(r['random / tiled'], 3)}")
+    print(
+        f"{k}: frozen tiled / trained at L = m and deepest: "
+        + ", ".join(estimates.interval_text(e, 3) for e in r["tiled / trained"])
+        + f"; frozen random / frozen tiled at L = m: {estimates.interval_text(r['random / tiled'], 3)}"
+    )
 
 # %%
 # NBVAL_CHECK_OUTPUT
-nb.show({"trained R_deepest": table.R_deepest.tolist(),
-         "random subspaces at the deepest": [bounds_of[regimes.cell_of(r)]["random_subspace"][int(r.depth_max)]
-                                             for _, r in table.iterrows()],
-         "frozen R_deepest": ablation[ablation.depth == ablation.depth.max()].groupby(["key_dim", "subspace"]).loss.mean().tolist()},
-        digits=2)
+nb.show(
+    {
+        "trained R_deepest": table.R_deepest.tolist(),
+        "random subspaces at the deepest": [
+            bounds_of[regimes.cell_of(r)]["random_subspace"][int(r.depth_max)]
+            for _, r in table.iterrows()
+        ],
+        "frozen R_deepest": ablation[ablation.depth == ablation.depth.max()]
+        .groupby(["key_dim", "subspace"])
+        .loss.mean()
+        .tolist(),
+    },
+    digits=2,
+)
 show_claims(s)
 
 # %% [markdown]
@@ -355,15 +507,26 @@ show_claims(s)
 # %%
 full = df06[df06.key_dim == df06.dim].copy()
 if "anisotropy" not in full or full.anisotropy.isna().any():
-    raise nb.ConfigError(f"results_root: {s['results_root']!r} has notebook 06 runs without the anisotropy of their "
-                         "layers (trained before it was recorded); rerun notebook 06 at this profile")
+    raise nb.ConfigError(
+        f"results_root: {s['results_root']!r} has notebook 06 runs without the anisotropy of their "
+        "layers (trained before it was recorded); rerun notebook 06 at this profile"
+    )
 mixture_of = pd.read_csv(root / "06_regimes" / "regimes.csv").set_index(regimes.CELL).mixture_bound
-full["over_mixture"] = [r.loss / mixture_of[(r.dim, r.context_length, r.key_dim)] for r in full.itertuples()]
+full["over_mixture"] = [
+    r.loss / mixture_of[(r.dim, r.context_length, r.key_dim)] for r in full.itertuples()
+]
 full_cells = list(dict.fromkeys(regimes.cell_of(r) for _, r in full.iterrows()))
 
 
-anisotropy_table = pd.concat([tables.depth_means(full[regimes.cells_mask(full, c)], ["anisotropy", "over_mixture"]).assign(
-    dim=c.dim, context_length=c.context_length, key_dim=c.key_dim) for c in full_cells], ignore_index=True)
+anisotropy_table = pd.concat(
+    [
+        tables.depth_means(
+            full[regimes.cells_mask(full, c)], ["anisotropy", "over_mixture"]
+        ).assign(dim=c.dim, context_length=c.context_length, key_dim=c.key_dim)
+        for c in full_cells
+    ],
+    ignore_index=True,
+)
 nb.save_table(s, anisotropy_table, "full_rank_anisotropy")
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
 for i, c in enumerate(full_cells):
@@ -371,7 +534,9 @@ for i, c in enumerate(full_cells):
     plots.loss_vs_depth(axes[0], part, c.label(), color=color, value="anisotropy")
     plots.loss_vs_depth(axes[1], part, c.label(), color=color, value="over_mixture")
 axes[1].axhline(1, color="0.4", lw=1, label="mixture bound")
-for ax, label in zip(axes, ("anisotropy of K^T Q (mean over layers)", "trained loss / mixture bound")):
+for ax, label in zip(
+    axes, ("anisotropy of K^T Q (mean over layers)", "trained loss / mixture bound")
+):
     ax.set(yscale="linear", ylabel=label)
 plots.figure_legend(fig)
 anisotropy_png = nb.save_figure(s, fig, "full_rank_anisotropy")
@@ -388,5 +553,7 @@ anisotropy_table.pivot_table(index=regimes.CELL, columns="depth", values="anisot
 for c in full_cells:
     t = anisotropy_table[regimes.cells_mask(anisotropy_table, c)].set_index("depth")
     one, deep = t.loc[t.index.min()], t.loc[t.index.max()]
-    print(f"{c.label()}: anisotropy {one.anisotropy:.2f} at L = {t.index.min()}, {deep.anisotropy:.2f} at L = "
-          f"{t.index.max()}; loss / mixture bound {one.over_mixture:.3f} -> {deep.over_mixture:.3f}")
+    print(
+        f"{c.label()}: anisotropy {one.anisotropy:.2f} at L = {t.index.min()}, {deep.anisotropy:.2f} at L = "
+        f"{t.index.max()}; loss / mixture bound {one.over_mixture:.3f} -> {deep.over_mixture:.3f}"
+    )

@@ -153,22 +153,37 @@ df.pivot_table(index=["sweep", "model", "key_dim", "heads", "tie_layers"], colum
 
 # %%
 heads = frames["heads"]
-bnds = {k: bounds.bounds(s.config(task="difficult", key_dim=k, input_exponent=first[0],
-                                  task_exponent=first[1]), s["depths"], s["fit_contexts"],
-                         cache=s.cache)
-        for k in s["head_ranks"]}
-fig, axes = plt.subplots(1, len(bnds), figsize=(5.2 * len(bnds), 3.9), squeeze=False,
-                         layout="constrained")
+bnds = {
+    k: bounds.bounds(
+        s.config(task="difficult", key_dim=k, input_exponent=first[0], task_exponent=first[1]),
+        s["depths"],
+        s["fit_contexts"],
+        cache=s.cache,
+    )
+    for k in s["head_ranks"]
+}
+fig, axes = plt.subplots(
+    1, len(bnds), figsize=(5.2 * len(bnds), 3.9), squeeze=False, layout="constrained"
+)
 for ax, k in zip(axes[0], bnds):
     for i, h in enumerate(sorted(heads[heads.key_dim == k].heads.unique())):
         part = heads[(heads.key_dim == k) & (heads.heads == h)]
-        plots.loss_vs_depth(ax, part.assign(depth=part.total_heads), f"h = {h} (mean ± s.e. over seeds)",
-                            color=plots.COLORS[[0, 3, 4, 5][i % 4]], shift=0.05 * i)  # not the subspaces' colours
+        # not the subspaces' colours
+        plots.loss_vs_depth(
+            ax,
+            part.assign(depth=part.total_heads),
+            f"h = {h} (mean ± s.e. over seeds)",
+            color=plots.COLORS[[0, 3, 4, 5][i % 4]],
+            shift=0.05 * i,
+        )
     plots.bounds_lines(ax, bnds[k], depths=s["depths"])
     ax.axvline(d // k, color="0.6", lw=0.8, ls=(0, (4, 2)), label="L·h = d/k")
-    ax.set(xlim=(0.8, 1.25 * max(s["depths"])), xlabel="heads in the stack, L·h",
-           ylabel="relative loss R",
-           title=f"controlled model, head rank k = {k} (d = {d})")
+    ax.set(
+        xlim=(0.8, 1.25 * max(s["depths"])),
+        xlabel="heads in the stack, L·h",
+        ylabel="relative loss R",
+        title=f"controlled model, head rank k = {k} (d = {d})",
+    )
 plots.figure_legend(fig)
 heads_png = nb.save_figure(s, fig, "heads_vs_depth")
 
@@ -209,15 +224,26 @@ stream_png = nb.save_figure(s, fig, "shared_stream_heads")
 
 # %%
 loops = frames["loops"]
-fig, axes = plt.subplots(1, len(s["loop_models"]), figsize=(4.6 * len(s["loop_models"]), 3.9),
-                         squeeze=False, layout="constrained")
+fig, axes = plt.subplots(
+    1,
+    len(s["loop_models"]),
+    figsize=(4.6 * len(s["loop_models"]), 3.9),
+    squeeze=False,
+    layout="constrained",
+)
 for ax, m in zip(axes[0], s["loop_models"]):
     for i, tied in enumerate((False, True)):
         part = loops[(loops.model == m) & (loops.tie_layers == tied)]
         name = "looped" if tied else "untied"
-        plots.loss_vs_depth(ax, part, f"{name} ({hl.parameter_range(part)})", color=plots.COLORS[i], shift=0.06 * i)
-    ax.set(xlim=(0.8, 1.25 * max(s["loop_depths"])), xlabel="depth L", ylabel="relative loss R",
-           title=f"{m}, k = {s['loop_key_dim']}")
+        plots.loss_vs_depth(
+            ax, part, f"{name} ({hl.parameter_range(part)})", color=plots.COLORS[i], shift=0.06 * i
+        )
+    ax.set(
+        xlim=(0.8, 1.25 * max(s["loop_depths"])),
+        xlabel="depth L",
+        ylabel="relative loss R",
+        title=f"{m}, k = {s['loop_key_dim']}",
+    )
     plots.legend(ax)
 loops_png = nb.save_figure(s, fig, "looped_vs_untied")
 
