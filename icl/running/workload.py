@@ -62,7 +62,7 @@ def seconds_per_step(group: list[RunConfig]) -> float:
     """Wall seconds of one training step of `group` on this machine, timed on real steps."""
     import torch
 
-    from ..core.models import build, stack_order
+    from ..core.models import build, stack_order  # heavy: the core loads torch; workload alone loads none
     from ..core.tasks import make_generator
     from ..core.train import StackAdam, resolve_device, train_step
 
