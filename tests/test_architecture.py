@@ -2,7 +2,7 @@
 an icl module is an arrow, at a module's head or inside a function, relative or absolute. Every
 module lies in one of four layers, core < analysis < claims < running; no arrow goes up from a layer
 to one above it; no arrows close a circle; and an import inside a function, an arrow a reader of the
-module's head does not see, says why on its line or the line above. The walker is first run on a
+module's head does not see, says why on its line or the line above. The walker is also run on a
 made-up package with one fault of each kind, so that each check is seen to fail."""
 import ast
 import io
