@@ -121,7 +121,7 @@ site: $(SITE_STAMP) ## build the results website build/site/ from outputs/ (no r
 	$(VENV)/bin/sphinx-build -q -b html -c website build/site-src build/site
 
 test-site: site ## load every page of build/site/ in headless Chromium: each loads, every image is there
-	ICL_SITE_TEST=1 $(TESTENV) $(VPY) -m pytest tests/test_site.py -q
+	ICL_SITE_TEST=1 $(TESTENV) $(VPY) -m pytest tests/running/test_site.py -q
 
 clean: ## remove .venv and the run cache outputs/runs
 	rm -rf $(VENV) outputs/runs

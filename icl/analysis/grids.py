@@ -67,7 +67,7 @@ def difficult(s) -> dict[str, list[RunConfig]]:
 
 def regime_cells(s):
     """Notebook 06's cells (`regimes.map_slices`), every cell once, and the depths of each."""
-    from .regimes import Cell, map_slices, unique_cells
+    from .regimes import Cell, map_slices, unique_cells  # heavy: loads torch, pandas and scipy; grids alone loads none
 
     slices = map_slices(s["dim"], s["context_length"], s["key_dims"], s["context_lengths"], s["dims"],
                         s["context_per_dim"], s["key_fractions"])

@@ -367,7 +367,7 @@ def run(args) -> int:
         "wall_seconds": time.perf_counter() - start,
     }
     if args.reproduce_jobs:  # --- reproduce's parallel speed-up (icl/running/reproduce.py owns the measurement)
-        from .reproduce import parallel_speedup
+        from .reproduce import parallel_speedup  # heavy: loads pandas, scipy and yaml, for this measurement only
 
         result["reproduce_parallel"] = parallel_speedup(args.reproduce_jobs)
         result["reproduce_parallel_speedup"] = result["reproduce_parallel"]["reproduce_parallel_speedup"]

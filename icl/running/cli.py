@@ -138,7 +138,7 @@ def add_job_flags(p: argparse.ArgumentParser) -> None:
 
 def report_diverged(results: list[dict]) -> int:
     """One line per diverged run (its config and step); the exit status: 1 if any diverged."""
-    from .sweep import diverged
+    from .sweep import diverged  # heavy: loads torch and yaml
 
     lines = diverged(results)
     for line in lines:
@@ -147,6 +147,7 @@ def report_diverged(results: list[dict]) -> int:
 
 
 def run_train(args) -> int:
+    # heavy: sweep and train load torch; each command loads what it runs
     from .cache import RunCache
     from .files import json_bytes
     from .sweep import run_sweep
@@ -196,6 +197,7 @@ def add_arguments_sweep(p: argparse.ArgumentParser) -> None:
 
 
 def run_sweep_command(args) -> int:
+    # heavy: sweep loads torch and yaml; each command loads what it runs
     from .cache import RunCache
     from .files import json_bytes
     from .sweep import expand, read_yaml, run_sweep
@@ -205,7 +207,7 @@ def run_sweep_command(args) -> int:
     check_output_path(args.json, need=json_bytes(cfgs), yes=args.yes, inputs=(args.params,))
     cache, runner, confirm = RunCache(args.cache, args.retry_diverged), None, None
     if args.executor != "local":  # a cluster's time is not this machine's: no estimate
-        from .cluster import submitit_runner
+        from .cluster import submitit_runner  # heavy: loads torch
 
         runner = submitit_runner(args.executor, Path(args.cache) / "submitit", cache=cache)
     else:
@@ -225,7 +227,7 @@ def run_sweep_command(args) -> int:
 
 
 def add_arguments_bound(p: argparse.ArgumentParser) -> None:
-    from ..analysis.bounds import BOUND_KEYS
+    from ..analysis.bounds import BOUND_KEYS  # heavy: loads torch and scipy
 
     add_config_flags(p, only=BOUND_KEYS)
     p.add_argument("--depths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64],
@@ -237,7 +239,7 @@ def add_arguments_bound(p: argparse.ArgumentParser) -> None:
 
 
 def run_bound(args) -> int:
-    from ..analysis import baselines
+    from ..analysis import baselines  # heavy: baselines and bounds load torch and scipy
     from ..analysis.bounds import BOUND_KEYS, bounds, check_bound_fits, held_out_spread
 
     values = {k: v for k, v in vars(args).items() if k in BOUND_KEYS}
@@ -302,7 +304,7 @@ def clip(message: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..core.train import DivergenceError
+    from ..core.train import DivergenceError  # heavy: loads torch; importing the command line stays light
 
     try:
         args = build_parser().parse_args(argv)

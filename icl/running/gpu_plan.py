@@ -65,7 +65,7 @@ def operations(run) -> int:
 def _count(group: list[RunConfig]) -> int:
     import torch
 
-    from ..core.models import build, stack_order
+    from ..core.models import build, stack_order  # heavy: the core loads torch; gpu_plan alone loads none
     from ..core.tasks import cholesky_orthogonal_factor, make_generator, orthogonal_factor
     from ..core.train import StackAdam, train_step
 
@@ -103,6 +103,7 @@ def model_flops(cfg: RunConfig, depths: list[int]) -> float:
 def group_seconds(group: list[RunConfig]) -> dict[str, float]:
     """A group's planned seconds on the GPU, by part: launches, arithmetic (the step's larger part
     is counted, the other shown at zero), and evaluation."""
+    # heavy: train loads torch; gpu_plan alone loads none
     from ..core.memory import step_floats
     from ..core.train import EVAL_CHUNK
     from .workload import evaluation_steps

@@ -198,7 +198,7 @@ def save_figure(s: Settings, fig, name: str) -> str:
     """PNG (for the README and the notebook) and PDF (for print); returns the PNG's repo path."""
     import warnings  # matplotlib only where a figure is saved: importing icl.running.notebook stays light
 
-    from ..analysis import plot_audit, plots
+    from ..analysis import plot_audit, plots  # heavy: loads matplotlib
 
     png = s.path(f"{name}.png")
     plots.save(fig, png, s.path(f"{name}.pdf"))

@@ -68,7 +68,7 @@ def notebook_parameters(root: Path, profile: str, name: str, device: str | None,
 def check_parameters(root: Path, name: str, params: dict) -> None:
     """Run the notebook's own parameter checks (icl.running.notebook.parameters) here, before any kernel
     starts: a bad value is a ConfigError naming the notebook, the key and what is allowed."""
-    from . import notebook as nb
+    from . import notebook as nb  # heavy: loads pandas and scipy; parameters alone loads neither
 
     defaults = declared_parameters(root, name)
     if any(v is NOT_LITERAL for v in defaults.values()):

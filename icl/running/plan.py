@@ -34,7 +34,7 @@ def smoke_overrides(profile: str, name: str) -> dict:
 def settings(root: Path, name: str, params: dict):
     """A notebook's validated Settings from its parameters (`reproduce.notebook_parameters`), as its
     parameters cell would make them (no output folder is made)."""
-    from . import notebook as nb
+    from . import notebook as nb  # heavy: loads torch and pandas; a plan alone loads none
     from .parameters import declared_parameters
 
     declared = declared_parameters(root, name)
@@ -44,6 +44,7 @@ def settings(root: Path, name: str, params: dict):
 
 def notebook_runs(root: Path, profile: str, name: str, params: dict) -> list[RunConfig]:
     """Every config a notebook trains with `params` (none for one that trains nothing)."""
+    # heavy: parameters loads torch and yaml; a plan alone loads none
     from ..analysis import grids
     from .parameters import notebook_parameters
 
@@ -59,6 +60,7 @@ def notebook_runs(root: Path, profile: str, name: str, params: dict) -> list[Run
 
 def remaining(root: Path, runs: list[RunConfig], params: dict) -> list[list[RunConfig]]:
     """The groups of `runs` a notebook will train: those with a run missing from its run cache."""
+    # heavy: sweep loads torch and yaml; a plan alone loads none
     from .cache import RunCache
     from .sweep import groups
 
@@ -98,6 +100,7 @@ def critical_first(names: list[str], cost: dict[str, float], needs: dict[str, tu
 
 def notebook_plan(runs: list[RunConfig], device: str) -> dict:
     """Runs, groups, steps, FLOPs, the largest group's memory against the device's, and the time."""
+    # heavy: sweep loads torch and yaml; a plan alone loads none
     from .gpu_plan import model_flops
     from ..core.memory import estimate_bytes, memory_limit
     from .sweep import groups
@@ -121,7 +124,7 @@ def notebook_plan(runs: list[RunConfig], device: str) -> dict:
 
 def plan(root: Path, profile: str, names: list[str], device: str, overrides: dict | None = None, log=print) -> dict:
     """The plan of every notebook in `names`; ConfigError when a notebook's largest group cannot fit."""
-    from .parameters import notebook_parameters
+    from .parameters import notebook_parameters  # heavy: loads torch and yaml; a plan alone loads none
     from ..core.train import resolve_device
     from .workload import duration, size
 

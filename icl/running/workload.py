@@ -64,7 +64,7 @@ def group_step_seconds(group: list[RunConfig]) -> float:
 
     import torch
 
-    from ..core.models import build, stack_order
+    from ..core.models import build, stack_order  # heavy: the core loads torch; workload alone loads none
     from ..core.tasks import make_generator
     from ..core.train import StackAdam, resolve_device, train_step
     from .timing import seconds_per_step

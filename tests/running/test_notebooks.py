@@ -13,9 +13,9 @@ import jupytext
 import nbformat
 import pytest
 
+from conftest import ROOT
 from icl.running.reproduce import NOTEBOOKS
 
-ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "notebooks").glob("*.py"))
 
 

@@ -13,14 +13,13 @@ import torch
 
 import icl.running.cache
 import icl.running.sweep
-from conftest import tiny_config
+from conftest import ROOT, tiny_config
 from icl.running.cache import RunCache, run_key
 from icl.running.cli import main
 from icl.running.sweep import run_sweep
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-ROOT = Path(__file__).resolve().parents[1]
 TIMING = ("wall_seconds", "steps_per_second")
 
 
@@ -328,8 +327,6 @@ device: cpu
 depths: [1, 3]
 seeds: [0, 1, 2, 3]
 """
-
-
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from conftest import ROOT
 from icl.running import plan
 from icl.running import reproduce as rep
 from icl.running.cli import main
@@ -23,11 +24,8 @@ def test_plan_lists_every_notebook_without_training(capsys, monkeypatch, tmp_pat
 
 
 def test_the_plan_counts_the_notebooks_own_runs():
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    params = rep.notebook_parameters(root, "ci", "03_difficult", "cpu")
-    runs = plan.notebook_runs(root, "ci", "03_difficult", params)
+    params = rep.notebook_parameters(ROOT, "ci", "03_difficult", "cpu")
+    runs = plan.notebook_runs(ROOT, "ci", "03_difficult", params)
     expected = len(params["key_dims"]) * len(params["spectra"]) * len(params["seeds"]) * len(params["depths"])
     assert sum(c.model == "softmax" and c.top_k == 2 and c.depth in params["depths"] and
                [c.input_exponent, c.task_exponent] in params["spectra"] for c in runs) == expected

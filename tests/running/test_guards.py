@@ -4,17 +4,16 @@ it is refused, comes with the closest known one."""
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
 from icl.running import notebook as nb
 from icl.running import plan
 from icl.running import reproduce as rep
 from icl.core.config import ConfigError, RunConfig
 from icl.running.sweep import expand
 
-ROOT = Path(__file__).resolve().parents[1]
 HINT = "did you mean 'input_exponent'?"
 HINT_RE = re.escape(HINT)
 

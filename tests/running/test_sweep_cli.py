@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import icl.core.train
-from conftest import TINY, tiny_config
+from conftest import ROOT, TINY, tiny_config
 from icl.running.cache import RunCache
 from icl.running.cli import main
 from icl.core.config import field_names
@@ -21,7 +21,6 @@ from icl.core.train import DivergenceError, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY_FLAGS = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()] + ["--no-progress"]
 
 
@@ -221,7 +220,7 @@ def test_expand_nests_spectrum_then_seed_outermost_and_depth_then_learning_rate_
                      for lr in (0.01, 0.02)]
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).parents[1] / "params" / "sweeps").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((ROOT / "params" / "sweeps").glob("*.yaml")), ids=lambda p: p.name)
 def test_example_sweep_files_are_valid_sweeps(path):
     from icl.running.sweep import groups, read_yaml
 

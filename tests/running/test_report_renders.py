@@ -10,10 +10,10 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
+from conftest import ROOT
 from icl.running.markdown import MAX_CELL
 from icl.running.reproduce import write_report
 
-ROOT = Path(__file__).resolve().parents[1]
 # The renderer's own splitter of a table row into cells (`\|` is a literal pipe, `|` ends a cell).
 escaped_split = importlib.import_module("markdown_it.rules_block.table").escapedSplit
 REPR = re.compile(r"= (True|False|None)\b|\[(True|False|None)\b|\{[^}]*: ")

@@ -13,10 +13,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from conftest import ROOT
 import icl.running.reproduce as rep
 from icl.running.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
 NAME = "02_easy_nonlinear"  # the cheapest notebook at the ci profile
 
 

@@ -17,9 +17,9 @@ import pytest
 from jupyter_server.serverapp import ServerApp
 from traitlets.config.loader import JSONFileConfigLoader
 
+from conftest import ROOT
 from icl.running import lab
 
-ROOT = Path(__file__).resolve().parents[1]
 NAME = "01_easy_linear"
 
 

@@ -7,11 +7,11 @@ import socket
 import subprocess
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
+
 TOKEN = "icl-test-token"
 pytestmark = pytest.mark.slow  # every test here starts a Jupyter server
 

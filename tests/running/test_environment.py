@@ -3,13 +3,12 @@ README."""
 import re
 import subprocess
 import tomllib
-from pathlib import Path
 
 import yaml
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
 
 
 def _pins(requirements):

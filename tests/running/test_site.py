@@ -3,7 +3,7 @@ every image it shows is served (HTTP 200, an image). Run by `make test-site`, wh
 first and sets ICL_SITE_TEST; `make test` skips this module (no site, maybe no browser there).
 
 The report page's screenshot in docs/ is taken the same way (see `screenshot`):
-    .venv/bin/python -c 'import tests.test_site as t; t.save_report_screenshot("docs/site_report.png")'
+    .venv/bin/python -c 'import tests.running.test_site as t; t.save_report_screenshot("docs/site_report.png")'
 """
 import functools
 import json
@@ -24,7 +24,7 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # not conftest's: the screenshot above runs outside pytest
 SITE = ROOT / "build" / "site"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Headless, and quiet on this machine's closed network: no background connections at all.

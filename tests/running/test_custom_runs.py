@@ -15,7 +15,8 @@ import nbformat
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
+
 NAME = "02_easy_nonlinear"
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
 import icl.running.reproduce as rep
 from icl.running import paths, staging
 from icl.running.cli import main
@@ -144,12 +145,11 @@ def test_the_profile_decides_where_reproduce_writes_and_a_notebook_by_hand_write
     the committed outputs/X/ in place."""
     import yaml
 
-    root = Path(__file__).resolve().parents[1]
     for name in rep.NOTEBOOKS:
-        assert rep.declared_parameters(root, name)["output_dir"] == f"outputs/scratch/{name}"
+        assert rep.declared_parameters(ROOT, name)["output_dir"] == f"outputs/scratch/{name}"
         for profile in rep.PROFILES:
-            assert "output_dir" not in yaml.safe_load((root / "params" / profile / f"{name}.yaml").read_text())
-            assert rep.notebook_parameters(root, profile, name, None)["output_dir"] == \
+            assert "output_dir" not in yaml.safe_load((ROOT / "params" / profile / f"{name}.yaml").read_text())
+            assert rep.notebook_parameters(ROOT, profile, name, None)["output_dir"] == \
                 f"{staging.profile_root(profile)}/{name}"
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from conftest import ROOT
 from icl.running.reproduce import NOTEBOOKS
 
-ROOT = Path(__file__).resolve().parents[1]
 DRAWING = {"subplots", "figure", "savefig", "save_figure", "imshow"}  # calls that make or save a figure
 # Committed before plots.style() selected the inline backend (they were executed with
 # MPLBACKEND=Agg): strict xfail, so the test says so once they are regenerated. Empty this set

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
 from icl.core import native
 
-ROOT = Path(__file__).resolve().parents[1]
 FALSE = "/bin/false"  # a compiler that runs and fails
 
 

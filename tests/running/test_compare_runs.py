@@ -3,7 +3,9 @@ import importlib.util
 import json
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "compare_runs.py"
+from conftest import ROOT
+
+SCRIPT = ROOT / "scripts" / "compare_runs.py"
 spec = importlib.util.spec_from_file_location("compare_runs", SCRIPT)
 compare_runs = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(compare_runs)

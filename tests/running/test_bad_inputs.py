@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import icl.core.train
-from conftest import TINY, tiny_config
+from conftest import ROOT, TINY, tiny_config
 from icl.running.cache import RunCache
 from icl.running.cli import main
 from icl.core.config import ConfigError, RunConfig, coerce
@@ -21,7 +21,6 @@ from icl.running.sweep import expand, read_yaml
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-ROOT = Path(__file__).resolve().parents[1]
 FLAGS = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()] + ["--no-progress"]
 SWEEP = "".join(f"{k}: {v}\n" for k, v in {**TINY, "model": "softmax"}.items())
 

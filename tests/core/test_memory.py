@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PEAK_PROBE, live_memory_env
+from conftest import PEAK_PROBE, ROOT, live_memory_env
 from icl.core.config import ConfigError, RunConfig
 from icl.core.memory import GIB, check_fits, estimate_bytes
 
-ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = PEAK_PROBE + """
 from icl.core.config import RunConfig

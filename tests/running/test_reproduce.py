@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import ROOT
 import icl.running.paths as paths_module
 import icl.running.reproduce as rep
 from icl.running.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def one_error_line(capsys, argv, *words) -> str:

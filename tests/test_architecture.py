@@ -1,0 +1,276 @@
+"""The package's architecture (docs/architecture.md), read from its source with ast. Every import of
+an icl module is an arrow, at a module's head or inside a function, relative or absolute. Every
+module lies in one of four layers, core < analysis < claims < running; no arrow goes up from a layer
+to one above it; no arrows close a circle; and an import inside a function, an arrow a reader of the
+module's head does not see, says why on its line or the line above. The walker is also run on a
+made-up package with one fault of each kind, so that each check is seen to fail."""
+import ast
+import io
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+LAYERS = ("core", "analysis", "claims", "running")  # each imports only its own layer and those before
+FACE = ("__init__.py", "__main__.py")  # the package's own files: its public API reaches every layer
+
+
+@dataclass(frozen=True)
+class Arrow:
+    source: str  # the importing module, dotted
+    target: str  # the module it imports
+    path: Path
+    line: int
+    in_function: bool
+    commented: bool  # a comment on its lines, on a comment line right above, or on the import right above
+
+    def __str__(self):
+        where = "/".join(self.path.parts[-len(self.source.split(".")) - (self.path.name == "__init__.py"):])
+        return f"{where}:{self.line} imports {self.target}"
+
+
+def modules(package: Path) -> dict[str, Path]:
+    """Every module below the folder `package`, by dotted name (a package's __init__ by the package's)."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def public_names(package: Path) -> dict[str, str]:
+    """The face's PUBLIC table (name -> module, or (module, attribute)) as name -> module: `from icl
+    import bounds` inside a layer is an arrow to icl.analysis.bounds, not to the face."""
+    for node in ast.parse((package / "__init__.py").read_text()).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["PUBLIC"]:
+            return {k: v if isinstance(v, str) else v[0] for k, v in ast.literal_eval(node.value).items()}
+    return {}
+
+
+def imports(tree: ast.Module):
+    """(statement, inside a function) for every import statement of a module, however deep."""
+    def walk(node, inside):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child, inside
+            yield from walk(child, inside or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    yield from walk(tree, False)
+
+
+def targets(node, name: str, is_package: bool, known: dict, public: dict) -> list[str]:
+    """The package's modules an import statement in module `name` loads (a name imported from a
+    module counts as that module; others' modules are left out)."""
+    if isinstance(node, ast.Import):
+        wanted = [a.name for a in node.names]
+    else:
+        if node.level:  # from . import x, from ..core.config import RunConfig
+            base = name.split(".") if is_package else name.split(".")[:-1]
+            stem = ".".join(base[: len(base) - node.level + 1] + (node.module.split(".") if node.module else []))
+        else:
+            stem = node.module
+        face = stem == name.split(".")[0]  # `from icl import x`: x through the public table
+        wanted = [public[a.name] if face and a.name in public else f"{stem}.{a.name}" for a in node.names]
+    # the longest known prefix: `from icl.core.train import train` -> icl.core.train
+    out = []
+    for w in wanted:
+        parts = w.split(".")
+        hit = next((".".join(parts[:n]) for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in known), None)
+        if hit is not None:
+            out.append(hit)
+    return out
+
+
+def comment_lines(source: str) -> tuple[set, set]:
+    """(lines holding a comment, lines holding nothing but a comment)."""
+    some, only = set(), set()
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            some.add(tok.start[0])
+            if not tok.line[: tok.start[1]].strip():
+                only.add(tok.start[0])
+    return some, only
+
+
+def arrows(package: Path) -> list[Arrow]:
+    """Every import of one of the package's modules by another, wherever it stands in the module. A
+    run of imports with no line between them shares the comment of its first."""
+    known, public = modules(package), public_names(package)
+    found = set()
+    for name, path in known.items():
+        source = path.read_text()
+        some, only = comment_lines(source)
+        said = {}  # the last line of each import statement: whether it says why
+        for node, inside in sorted(imports(ast.parse(source)), key=lambda n: n[0].lineno):
+            commented = (bool(some & set(range(node.lineno, node.end_lineno + 1))) or node.lineno - 1 in only
+                         or said.get(node.lineno - 1, False))
+            said[node.end_lineno] = commented
+            for target in targets(node, name, path.name == "__init__.py", known, public):
+                if target != name:
+                    found.add(Arrow(name, target, path.resolve(), node.lineno, inside, commented))
+    return sorted(found, key=lambda a: (a.path, a.line, a.target))
+
+
+def layer(module: str):
+    """A module's layer, or None for the package's face (its __init__ and __main__)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] != "__main__" else None
+
+
+def outside_layers(package: Path) -> list[str]:
+    """Modules neither in a layer's folder nor the package's face."""
+    return [m for m, p in modules(package).items() if layer(m) not in LAYERS and not (p.parent == package and p.name in FACE)]
+
+
+def upward(found: list[Arrow]) -> list[str]:
+    """Arrows from a layer to a layer above it (the face, each way, is exempt)."""
+    rank = {name: i for i, name in enumerate(LAYERS)}  # a module in no layer is outside_layers' to report
+    return [f"{a} ({layer(a.source)} -> {layer(a.target)})" for a in found
+            if rank.get(layer(a.target), -1) > rank.get(layer(a.source), len(LAYERS))]
+
+
+def circles(found: list[Arrow]) -> list[list[str]]:
+    """The import circles: each strongly connected set of two or more modules (Tarjan's algorithm)."""
+    graph: dict[str, set] = {}
+    for a in found:
+        graph.setdefault(a.source, set()).add(a.target)
+        graph.setdefault(a.target, set())
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while not group or group[-1] != v:
+                group.append(stack.pop())
+                on.discard(group[-1])
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def unexplained(found: list[Arrow], exempt=frozenset()) -> list[str]:
+    """Imports inside a function that say nothing of why, outside the files in `exempt`."""
+    return list(dict.fromkeys(str(a) for a in found if a.in_function and not a.commented and a.path not in exempt))
+
+
+def hashed_files() -> set[Path]:
+    """The files whose bytes key the run cache and the bounds' memo: a comment added there would
+    orphan every cached run, so the why-comment rule leaves them be."""
+    from icl.analysis import bounds
+    from icl.running import cache
+
+    return {p.resolve() for p in cache.source_files() + cache.source_files(roots=bounds.SOURCES)}
+
+
+# ---------------------------------------------------------------- icl itself
+
+ICL = ROOT / "icl"
+
+
+def test_every_module_of_icl_lies_in_a_layer():
+    assert outside_layers(ICL) == [], f"modules in no layer {LAYERS}: {outside_layers(ICL)}"
+
+
+def test_no_import_circle_in_icl():
+    assert circles(arrows(ICL)) == [], f"import circles: {circles(arrows(ICL))}"
+
+
+def test_no_arrow_in_icl_goes_up_a_layer():
+    bad = upward(arrows(ICL))
+    assert bad == [], f"{len(bad)} imports up a layer ({' < '.join(LAYERS)}):\n" + "\n".join(bad)
+
+
+def test_every_import_inside_a_function_of_icl_says_why():
+    bad = unexplained(arrows(ICL), exempt=hashed_files())
+    assert bad == [], (f"{len(bad)} imports inside a function with no comment on their line or the line above "
+                       "saying why (e.g. `# heavy: loads torch`); one that loads nothing heavy belongs at the "
+                       "module's head (with no circle in icl, moving it there closes none):\n" + "\n".join(bad))
+
+
+def test_the_walker_finds_icls_arrows_of_every_kind():
+    """Not a walker that sees nothing: icl's known arrows, at a module's head, inside a function,
+    relative, absolute and through the face, are all found."""
+    found = {(a.source, a.target, a.in_function) for a in arrows(ICL)}
+    assert ("icl.running.cache", "icl.core.config", False) in found  # from ..core.config import RunConfig
+    assert ("icl.core", "icl", False) in found  # from .. import __version__
+    assert any(a[2] for a in found) and len(found) > 100
+
+
+# ---------------------------------------------------------------- the walker, on a made-up package
+
+
+def write(package: Path, files: dict) -> Path:
+    for name, text in files.items():
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return package
+
+
+CLEAN = {
+    "__init__.py": 'PUBLIC = {"tasks": "pkg.core.tasks", "Cache": ("pkg.running.cache", "Cache")}\n',
+    "__main__.py": "from .running import cache\n",
+    "core/__init__.py": "from .. import __version__\n",
+    "core/tasks.py": "import math\n",
+    "core/train.py": "from . import tasks\nfrom pkg.core.tasks import x\n",
+    "analysis/__init__.py": "",
+    "analysis/fit.py": "from ..core import train\n\n\ndef f():\n    # heavy: loads the core's tasks\n    from ..core import tasks\n",
+    "claims/__init__.py": "from ..analysis.fit import f\n",
+    "running/__init__.py": "",
+    "running/cache.py": ("import pkg.claims\n\n\ndef g():\n    import pkg.core.train  # why: only when asked\n\n\n"
+                         "def h():\n    import math  # why: a run of imports shares its first one's comment\n"
+                         "    from ..core import tasks\n"),
+}
+
+
+def test_the_walker_passes_a_clean_package_and_reads_every_kind_of_import(tmp_path):
+    found = arrows(write(tmp_path / "pkg", CLEAN))
+    assert {(a.source, a.target, a.in_function) for a in found} == {
+        ("pkg.__main__", "pkg.running.cache", False), ("pkg.core", "pkg", False),
+        ("pkg.core.train", "pkg.core.tasks", False), ("pkg.analysis.fit", "pkg.core.train", False),
+        ("pkg.analysis.fit", "pkg.core.tasks", True), ("pkg.claims", "pkg.analysis.fit", False),
+        ("pkg.running.cache", "pkg.claims", False), ("pkg.running.cache", "pkg.core.train", True),
+        ("pkg.running.cache", "pkg.core.tasks", True)}
+    assert (outside_layers(tmp_path / "pkg"), circles(found), upward(found), unexplained(found)) == ([], [], [], [])
+
+
+def test_the_walker_finds_a_circle(tmp_path):
+    found = arrows(write(tmp_path / "pkg", {**CLEAN, "core/tasks.py": "def h():\n    from .train import y  # why\n"}))
+    assert circles(found) == [["pkg.core.tasks", "pkg.core.train"]]
+
+
+@pytest.mark.parametrize("code", ["from ..running.cache import Cache\n", "import pkg.running.cache\n",
+                                  "from pkg import Cache\n", "def h():\n    from ..running import cache  # why\n"])
+def test_the_walker_finds_an_arrow_up_a_layer(tmp_path, code):
+    found = arrows(write(tmp_path / "pkg", {**CLEAN, "analysis/up.py": code}))
+    assert upward(found) == [f"pkg/analysis/up.py:{code.count(chr(10))} imports pkg.running.cache (analysis -> running)"]
+
+
+@pytest.mark.parametrize("code", ["def h():\n    from ..core import tasks\n",
+                                  "def h():\n    x = 1  # a comment on another statement\n    from ..core import tasks\n",
+                                  "class C:\n    def h(self):\n        if True:\n            import pkg.core.tasks\n",
+                                  "def h():\n    import math  # why\n\n    from ..core import tasks\n"])
+def test_the_walker_finds_an_import_inside_a_function_that_says_nothing(tmp_path, code):
+    found = arrows(write(tmp_path / "pkg", {**CLEAN, "analysis/bare.py": code}))
+    line = code.count("\n")
+    assert unexplained(found) == [f"pkg/analysis/bare.py:{line} imports pkg.core.tasks"]
+    assert unexplained(found, exempt={(tmp_path / "pkg" / "analysis" / "bare.py").resolve()}) == []
+
+
+def test_the_walker_finds_a_module_in_no_layer(tmp_path):
+    assert outside_layers(write(tmp_path / "pkg", {**CLEAN, "util.py": "", "misc/more.py": ""})) == ["pkg.misc.more", "pkg.util"]
