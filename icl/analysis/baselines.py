@@ -33,6 +33,9 @@ from ..core import subspaces
 from ..core.tasks import Batch
 
 BETAS = np.geomspace(0.5, 300.0, 24)  # temperatures tried (the softmax bound's beta is ~15 at d = 16)
+# The anisotropic ensembles' grid: BETAS and five more steps up to ~1,200, since deep ensembles of
+# strongly anisotropic layers chose the top of BETAS (300 at anisotropy 0.6, d 16, P 64, L 1024).
+ANISOTROPIC_BETAS = np.concatenate([BETAS, BETAS[-1] * (BETAS[1] / BETAS[0]) ** np.arange(1, 6)])
 MAX_BLOCKS = 16
 CHUNK = 256  # contexts per pass: bounds memory, not results
 KINDS = ("random_subspace", "complementary_subspace")
@@ -77,7 +80,10 @@ def anisotropic_curve(fit: Batch, ev: Batch, anisotropy: float, depths) -> dict:
     """The ensemble curve (`ensemble_curve`, keys prefixed "anisotropic") of full-rank layers
     with two-level kernels of this anisotropy."""
     kernels = anisotropic_kernels(max(int(L) for L in depths), two_level_spectrum(fit.x.shape[-1], anisotropy))
-    return ensemble_curve(fit, ev, "anisotropic", depths, lambda batch, betas: kernel_reads(batch, kernels, betas))
+    out = ensemble_curve(fit, ev, "anisotropic", depths, lambda batch, betas: kernel_reads(batch, kernels, betas),
+                         ANISOTROPIC_BETAS)
+    edge = ANISOTROPIC_BETAS[[0, -1]]
+    return {**out, "anisotropic_beta_at_grid_edge": any(b in edge for b in out["anisotropic_beta"].values())}
 
 
 def layer_reads(batch: Batch, bases: torch.Tensor, betas=BETAS) -> torch.Tensor:
@@ -134,21 +140,21 @@ def curve(fit: Batch, ev: Batch, kind: str, key_dim: int, depths) -> dict:
     return ensemble_curve(fit, ev, kind, depths, lambda batch, betas: layer_reads(batch, bases, betas))
 
 
-def ensemble_curve(fit: Batch, ev: Batch, kind: str, depths, read) -> dict:
+def ensemble_curve(fit: Batch, ev: Batch, kind: str, depths, read, betas=BETAS) -> dict:
     """The curve of the layers that `read(batch, betas)` reads ((G, B, S), S >= max(depths)) at
     every depth, with the best temperature and readout per depth and with the fixed ones (best at
     the deepest depth), and its decomposition terms A, C; keys prefixed by `kind`. Every
-    temperature is tried on the fit set; the evaluation set is read only at the chosen ones."""
+    temperature of `betas` is tried on the fit set; the evaluation set is read only at the chosen ones."""
     depths = sorted({int(L) for L in depths})
     tf, te = fit.target.double(), ev.target.double()
-    on_fit = read(fit, BETAS)  # (G, B_fit, S)
+    on_fit = read(fit, betas)  # (G, B_fit, S)
 
     def at(reads: torch.Tensor, t: torch.Tensor, L: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The depth-L ensembles' reads (G, blocks B) and their targets (blocks B,)."""
         m = ensembles(reads, L)  # (G, B, blocks)
         return m.transpose(1, 2).flatten(1), t.repeat(m.shape[-1])
 
-    chosen = {}  # depth -> (index into BETAS, readout): fitted on the fit set
+    chosen = {}  # depth -> (index into betas, readout): fitted on the fit set
     for L in depths:
         f, t = at(on_fit, tf, L)
         r = _readout(f, t)
@@ -156,7 +162,7 @@ def ensemble_curve(fit: Batch, ev: Batch, kind: str, depths, read) -> dict:
         chosen[L] = (g, float(r[g]))
     g_fixed, r_fixed = chosen[depths[-1]]  # the fixed temperature and readout: best at the deepest depth
     used = sorted({g for g, _ in chosen.values()})
-    on_ev = dict(zip(used, read(ev, BETAS[used])))  # index -> (B_ev, S)
+    on_ev = dict(zip(used, read(ev, betas[used])))  # index -> (B_ev, S)
 
     def score(g: int, r: float, L: int) -> float:
         """The evaluation loss of the depth-L ensembles at temperature index g and readout r."""
@@ -166,8 +172,8 @@ def ensemble_curve(fit: Batch, ev: Batch, kind: str, depths, read) -> dict:
     best = {L: score(g, r, L) for L, (g, r) in chosen.items()}
     fixed = {L: score(g_fixed, r_fixed, L) for L in depths}
     terms = decomposition(on_ev[g_fixed], r_fixed, te)
-    return {kind: best, f"{kind}_beta": {L: float(BETAS[g]) for L, (g, _) in chosen.items()}, f"{kind}_fixed": fixed,
-            f"{kind}_fixed_beta": float(BETAS[g_fixed]), f"{kind}_A": terms["A"], f"{kind}_C": terms["C"]}
+    return {kind: best, f"{kind}_beta": {L: float(betas[g]) for L, (g, _) in chosen.items()}, f"{kind}_fixed": fixed,
+            f"{kind}_fixed_beta": float(betas[g_fixed]), f"{kind}_A": terms["A"], f"{kind}_C": terms["C"]}
 
 
 def decomposition(reads: torch.Tensor, r: float, target: torch.Tensor) -> dict:
