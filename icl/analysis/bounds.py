@@ -12,7 +12,9 @@ complementary subspaces) are what averaging L such layers gives with no learning
   the softmax bound (`mixture_bound` says why and how);
 - **subspace ensembles** (`icl.analysis.baselines`) the mean of L untrained rank-key_dim layers with the
   bilinear score of a rank-k layer, independent random or complementary subspaces (the contexts'
-  Haar rotations make a fixed U_l a random one for every context).
+  Haar rotations make a fixed U_l a random one for every context);
+- **anisotropic ensembles** (`anisotropic`) the mean of L untrained full-rank layers with random
+  anisotropic kernels, beside the two bounds: can averaging them go below the mixture bound?
 
 Every beta, weight and readout is fitted on FIT_SEED contexts and scored on the run's held-out
 evaluation contexts (the very set every trained model is scored on), so a bound and a trained
