@@ -10,6 +10,12 @@ the layers (`icl.core.subspaces`):
 - `random_subspace`: independent uniformly random subspaces;
 - `complementary_subspace`: blocks of lcm(d, k)/k layers whose subspaces tile R^d.
 
+And full-rank layers with anisotropic kernels (`anisotropic_curve`, notebook 07's last section):
+layer l scores x_q^T A_l x_mu / (|x_q| |x_mu|) with A_l = U_l diag(s) U_l^T, U_l an independent Haar
+rotation and s a fixed spectrum of mean 1 (`two_level_spectrum`), so that s = 1 is the cosine of the
+softmax bound. Since the contexts are Haar-rotated, a fixed A_l is a random anisotropic kernel for
+every context: does averaging such layers reach below the mixture of isotropic softmaxes?
+
 Each curve is given twice: with the best beta and readout at every depth (its lower envelope), and
 at one fixed beta and readout for all depths (those best at the deepest depth). At a fixed beta
 the independent ensemble's expected loss is exactly R_L = C + (A - C)/L, with A one layer's loss
@@ -27,6 +33,9 @@ from ..core import subspaces
 from ..core.tasks import Batch
 
 BETAS = np.geomspace(0.5, 300.0, 24)  # temperatures tried (the softmax bound's beta is ~15 at d = 16)
+# The anisotropic ensembles' grid: BETAS and five more steps up to ~1,200, since deep ensembles of
+# strongly anisotropic layers chose the top of BETAS (300 at anisotropy 0.6, d 16, P 64, L 1024).
+ANISOTROPIC_BETAS = np.concatenate([BETAS, BETAS[-1] * (BETAS[1] / BETAS[0]) ** np.arange(1, 6)])
 MAX_BLOCKS = 16
 CHUNK = 256  # contexts per pass: bounds memory, not results
 KINDS = ("random_subspace", "complementary_subspace")
@@ -42,6 +51,41 @@ def layer_bases(kind: str, n: int, dim: int, k: int) -> torch.Tensor:
     raise ValueError(f"kind: {kind!r}; allowed: {', '.join(KINDS)}")
 
 
+def two_level_spectrum(dim: int, anisotropy: float) -> torch.Tensor:
+    """The spectrum s (d,) of mean 1 whose kernels U diag(s) U^T have `anisotropy` exactly
+    (`subspaces.anisotropy`, the measure notebook 07 reports for trained layers): 1 + delta on
+    the first d/2 directions, 1 - delta on the others, delta = a / sqrt(1 - a^2).
+
+    Why two levels: one number sets the anisotropy in closed form; every eigenvalue stays positive
+    (a < 1/sqrt(2)), so a layer keeps every direction, as the trained full-rank layers do; and its
+    edge delta = 1 (s = 2 on d/2 directions, 0 on the rest) is the random-subspace layer of rank
+    d/2. A power law s_i ~ i^-gamma would instead reach the same anisotropy by letting a few
+    directions dominate, mixing anisotropy with the loss of rank that the subspace baselines study."""
+    if dim % 2 or not 0 <= anisotropy < 2**-0.5:
+        raise ValueError(f"two_level_spectrum: dim {dim} (must be even), anisotropy {anisotropy} "
+                         "(must be in [0, 1/sqrt(2)) to keep every eigenvalue positive)")
+    delta = anisotropy / (1 - anisotropy**2) ** 0.5
+    return torch.cat([torch.full((dim // 2,), 1 + delta), torch.full((dim - dim // 2,), 1 - delta)]).double()
+
+
+def anisotropic_kernels(n: int, spectrum: torch.Tensor) -> torch.Tensor:
+    """n kernels A_l = U_l diag(s) U_l^T (n, d, d), U_l independent Haar rotations from the fixed
+    subspace seed."""
+    gen = torch.Generator().manual_seed(subspaces.SUBSPACE_SEED)
+    rot = subspaces.random_bases(n, len(spectrum), len(spectrum), gen).double()
+    return ((rot * spectrum) @ rot.transpose(1, 2)).float()
+
+
+def anisotropic_curve(fit: Batch, ev: Batch, anisotropy: float, depths) -> dict:
+    """The ensemble curve (`ensemble_curve`, keys prefixed "anisotropic") of full-rank layers
+    with two-level kernels of this anisotropy."""
+    kernels = anisotropic_kernels(max(int(L) for L in depths), two_level_spectrum(fit.x.shape[-1], anisotropy))
+    out = ensemble_curve(fit, ev, "anisotropic", depths, lambda batch, betas: kernel_reads(batch, kernels, betas),
+                         ANISOTROPIC_BETAS)
+    edge = ANISOTROPIC_BETAS[[0, -1]]
+    return {**out, "anisotropic_beta_at_grid_edge": any(b in edge for b in out["anisotropic_beta"].values())}
+
+
 def layer_reads(batch: Batch, bases: torch.Tensor, betas=BETAS) -> torch.Tensor:
     """Every layer's read f_l at every temperature of `betas`: (G, B, S), float64."""
     k = bases.shape[-1]
@@ -53,10 +97,25 @@ def layer_reads(batch: Batch, bases: torch.Tensor, betas=BETAS) -> torch.Tensor:
         # subspace (k times the work, in einsum's small batched products)
         pq = torch.einsum("bd,sdk->bsk", xq, bases)  # (b, S, k) projected query
         v = torch.einsum("bsk,sdk->bsd", pq, bases) / k  # (b, S, d)
-        score = torch.bmm(v, x.transpose(1, 2))  # (b, S, P)
-        reads = [(torch.softmax(float(beta) * score, -1) * y[:, None, :]).sum(-1) for beta in betas]
-        parts.append(torch.stack(reads).double())  # (G, b, S)
+        parts.append(_softmax_reads(torch.bmm(v, x.transpose(1, 2)), y, betas))  # score (b, S, P)
     return torch.cat(parts, dim=1)
+
+
+def kernel_reads(batch: Batch, kernels: torch.Tensor, betas=BETAS) -> torch.Tensor:
+    """As `layer_reads` for full-rank layers with score matrices `kernels` (S, d, d), each scoring
+    x_q^T A_l x_mu / (|x_q| |x_mu|): exactly the cosine of the softmax bound at A_l = I."""
+    parts = []
+    for i in range(0, len(batch), CHUNK):
+        x, xq, y = batch.x[i:i + CHUNK], batch.xq[i:i + CHUNK], batch.y[i:i + CHUNK]
+        x, xq = x / x.norm(dim=-1, keepdim=True), xq / xq.norm(dim=-1, keepdim=True)
+        v = torch.einsum("bd,sde->bse", xq, kernels)  # (b, S, d): x_q^T A_l
+        parts.append(_softmax_reads(torch.bmm(v, x.transpose(1, 2)), y, betas))
+    return torch.cat(parts, dim=1)
+
+
+def _softmax_reads(score: torch.Tensor, y: torch.Tensor, betas) -> torch.Tensor:
+    """sum_mu softmax_mu(beta score) y_mu at every beta: score (b, S, P), y (b, P) -> (G, b, S), float64."""
+    return torch.stack([(torch.softmax(float(beta) * score, -1) * y[:, None, :]).sum(-1) for beta in betas]).double()
 
 
 def ensembles(reads: torch.Tensor, depth: int) -> torch.Tensor:
@@ -76,20 +135,26 @@ def _loss(f: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
 
 
 def curve(fit: Batch, ev: Batch, kind: str, key_dim: int, depths) -> dict:
-    """The ensemble curve of one kind at every depth, with the best temperature and readout per
-    depth and with the fixed ones (best at the deepest depth), and its decomposition terms A, C.
-    Every temperature is tried on the fit set; the evaluation set is read only at the chosen ones."""
+    """The ensemble curve of one kind of rank-key_dim layers (`ensemble_curve`)."""
+    bases = layer_bases(kind, max(int(L) for L in depths), fit.x.shape[-1], key_dim)
+    return ensemble_curve(fit, ev, kind, depths, lambda batch, betas: layer_reads(batch, bases, betas))
+
+
+def ensemble_curve(fit: Batch, ev: Batch, kind: str, depths, read, betas=BETAS) -> dict:
+    """The curve of the layers that `read(batch, betas)` reads ((G, B, S), S >= max(depths)) at
+    every depth, with the best temperature and readout per depth and with the fixed ones (best at
+    the deepest depth), and its decomposition terms A, C; keys prefixed by `kind`. Every
+    temperature of `betas` is tried on the fit set; the evaluation set is read only at the chosen ones."""
     depths = sorted({int(L) for L in depths})
-    bases = layer_bases(kind, max(depths), fit.x.shape[-1], key_dim)
     tf, te = fit.target.double(), ev.target.double()
-    on_fit = layer_reads(fit, bases)  # (G, B_fit, S)
+    on_fit = read(fit, betas)  # (G, B_fit, S)
 
     def at(reads: torch.Tensor, t: torch.Tensor, L: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The depth-L ensembles' reads (G, blocks B) and their targets (blocks B,)."""
         m = ensembles(reads, L)  # (G, B, blocks)
         return m.transpose(1, 2).flatten(1), t.repeat(m.shape[-1])
 
-    chosen = {}  # depth -> (index into BETAS, readout): fitted on the fit set
+    chosen = {}  # depth -> (index into betas, readout): fitted on the fit set
     for L in depths:
         f, t = at(on_fit, tf, L)
         r = _readout(f, t)
@@ -97,7 +162,7 @@ def curve(fit: Batch, ev: Batch, kind: str, key_dim: int, depths) -> dict:
         chosen[L] = (g, float(r[g]))
     g_fixed, r_fixed = chosen[depths[-1]]  # the fixed temperature and readout: best at the deepest depth
     used = sorted({g for g, _ in chosen.values()})
-    on_ev = dict(zip(used, layer_reads(ev, bases, BETAS[used])))  # index -> (B_ev, S)
+    on_ev = dict(zip(used, read(ev, betas[used])))  # index -> (B_ev, S)
 
     def score(g: int, r: float, L: int) -> float:
         """The evaluation loss of the depth-L ensembles at temperature index g and readout r."""
@@ -107,8 +172,8 @@ def curve(fit: Batch, ev: Batch, kind: str, key_dim: int, depths) -> dict:
     best = {L: score(g, r, L) for L, (g, r) in chosen.items()}
     fixed = {L: score(g_fixed, r_fixed, L) for L in depths}
     terms = decomposition(on_ev[g_fixed], r_fixed, te)
-    return {kind: best, f"{kind}_beta": {L: float(BETAS[g]) for L, (g, _) in chosen.items()}, f"{kind}_fixed": fixed,
-            f"{kind}_fixed_beta": float(BETAS[g_fixed]), f"{kind}_A": terms["A"], f"{kind}_C": terms["C"]}
+    return {kind: best, f"{kind}_beta": {L: float(betas[g]) for L, (g, _) in chosen.items()}, f"{kind}_fixed": fixed,
+            f"{kind}_fixed_beta": float(betas[g_fixed]), f"{kind}_A": terms["A"], f"{kind}_C": terms["C"]}
 
 
 def decomposition(reads: torch.Tensor, r: float, target: torch.Tensor) -> dict:

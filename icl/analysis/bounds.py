@@ -12,7 +12,9 @@ complementary subspaces) are what averaging L such layers gives with no learning
   the softmax bound (`mixture_bound` says why and how);
 - **subspace ensembles** (`icl.analysis.baselines`) the mean of L untrained rank-key_dim layers with the
   bilinear score of a rank-k layer, independent random or complementary subspaces (the contexts'
-  Haar rotations make a fixed U_l a random one for every context).
+  Haar rotations make a fixed U_l a random one for every context);
+- **anisotropic ensembles** (`anisotropic`) the mean of L untrained full-rank layers with random
+  anisotropic kernels, beside the two bounds: can averaging them go below the mixture bound?
 
 Every beta, weight and readout is fitted on FIT_SEED contexts and scored on the run's held-out
 evaluation contexts (the very set every trained model is scored on), so a bound and a trained
@@ -152,6 +154,26 @@ def bounds(cfg: RunConfig, depths=(1, 2, 4, 8, 16, 32, 64), fit_contexts: int = 
             **out, "seconds": round(time.perf_counter() - start, 2)}
 
 
+def anisotropic(cfg: RunConfig, levels, depths=(1, 2, 4, 8, 16, 32, 64), fit_contexts: int = 2048, cache=None) -> dict:
+    """Untrained ensembles of full-rank layers with anisotropic kernels (`baselines.anisotropic_curve`)
+    at each anisotropy of `levels`, beside the softmax and mixture bounds on the same fit and
+    evaluation contexts: {"single", "mixture", "levels": {anisotropy: curve}, "seconds"}. Read from
+    (or written to) `cache` (a RunCache) when one is given."""
+    levels = [float(a) for a in levels]
+    if cache is not None:
+        key = {"config": {k: getattr(cfg, k) for k in BOUND_KEYS if k != "key_dim"}, "levels": levels, "spectrum": "two_level",
+               "depths": sorted({int(L) for L in depths}), "fit_contexts": fit_contexts}
+        out = cache.memo("anisotropic", key, lambda: anisotropic(cfg, levels, depths, fit_contexts), SOURCES)
+        return {**out, "levels": {float(a): _int_depths(c, ("anisotropic",)) for a, c in out["levels"].items()}}
+    check_bound_fits(cfg.replace(key_dim=cfg.dim), depths, fit_contexts)  # full-rank reads: those of key_dim = d
+    start = time.perf_counter()
+    fit, ev = contexts(cfg, fit_contexts)
+    single = softmax_bound(fit, ev)
+    return {"single": single["single"], "mixture": mixture_bound(fit, ev, single)["mixture"],
+            "levels": {a: baselines.anisotropic_curve(fit, ev, a, depths) for a in levels},
+            "seconds": round(time.perf_counter() - start, 2)}
+
+
 def held_out_spread(cfg: RunConfig, sets: int = 5, fit_contexts: int = 2048) -> dict:
     """How much the evaluation set moves the softmax and mixture bounds: both fitted once on the fit
     contexts and scored on `sets` independently drawn evaluation sets of cfg.eval_contexts contexts
@@ -206,9 +228,9 @@ def check_bound_fits(cfg: RunConfig, depths, fit_contexts: int) -> None:
                 "lower dim, context_length, eval_contexts, --fit-contexts or --depths")
 
 
-def _int_depths(b: dict) -> dict:
+def _int_depths(b: dict, kinds=baselines.KINDS) -> dict:
     """Depth-keyed curves keep int keys after a JSON round trip through the cache."""
-    curves = [f"{kind}{part}" for kind in baselines.KINDS for part in ("", "_beta", "_fixed")]
+    curves = [f"{kind}{part}" for kind in kinds for part in ("", "_beta", "_fixed")]
     return {**b, **{k: {int(L): v for L, v in b[k].items()} for k in curves if k in b}}
 
 

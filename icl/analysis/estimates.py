@@ -17,7 +17,8 @@ import pandas as pd
 from .fit import fit_shared_error_gap
 from .intervals import Estimate, over_seeds, seed_matrix
 from .parallel import in_processes
-from .tables import deep_half_slope, fit_curve, sweeps
+from .tables import SPECTRUM, deep_half_slope, fit_curve, part_of, spectrum_label, sweeps
+from ..core.subspaces import block_size, random_coverage
 
 
 def sweep_fit(depths, matrix: np.ndarray, min_depth: int = 1, weighted: bool = False, **fit_options):
@@ -215,8 +216,6 @@ def subspace_ratios(part: pd.DataFrame, dim: int, key_dim: int) -> dict:
     lcm(d, k)/k layers (the fewest that can tile R^d) the mean pairwise overlap over that of
     independent random subspaces (k/d), and at every depth L >= m the coverage error over that of L
     independent random subspaces (`subspaces.random_coverage`). Paired over the sweep's seeds."""
-    from ..core.subspaces import block_size, random_coverage
-
     m = block_size(dim, key_dim)
     depths = sorted(part.depth.unique())
     if m not in depths:
@@ -345,8 +344,6 @@ def plateau_over(part: pd.DataFrame, reference: float) -> Estimate:
 def with_floor_ratios(table: pd.DataFrame, sweeps: pd.DataFrame, linear: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """`table` (an estimate_table of `sweeps` by `by`) with the columns of `floor_ratio`: each sweep's
     floor over the plateau of the linear sweep on the same spectrum, paired by seed."""
-    from .tables import SPECTRUM, part_of
-
     out = table.copy()
     for i, r in table.iterrows():
         ratio = floor_ratio(part_of(sweeps, **{c: r[c] for c in by}), part_of(linear, **{c: r[c] for c in SPECTRUM}))
@@ -357,6 +354,4 @@ def with_floor_ratios(table: pd.DataFrame, sweeps: pd.DataFrame, linear: pd.Data
 
 def by_spectrum(table: pd.DataFrame, name: str) -> dict:
     """{'(a, b) = (..)': Estimate} of one estimate column, one entry per row of the table."""
-    from .tables import spectrum_label
-
     return {spectrum_label(r.input_exponent, r.task_exponent): estimate(r, name) for _, r in table.iterrows()}

@@ -22,7 +22,7 @@ import pandas as pd
 
 from .estimates import estimate, estimate_columns, in_processes, sweep_fit
 from .intervals import Estimate, over_seeds, seed_matrix
-from .tables import fit_curve, sweeps
+from .tables import fit_curve, spectrum_label, sweeps
 
 DEFENSIBLE = {"alpha": "all depths", "alpha_from2": "from L = 2", "alpha_tail": "tail: L >= m"}
 MIN_POINTS = 4  # a three-parameter fit needs at least four depths
@@ -134,6 +134,4 @@ def recorded(row):
 
 def by_spectrum(table: pd.DataFrame) -> dict:
     """{'(a, b) = (..)': `recorded`} for every row of the table."""
-    from .tables import spectrum_label
-
     return {spectrum_label(r.input_exponent, r.task_exponent): recorded(r) for _, r in table.iterrows()}

@@ -14,6 +14,7 @@ from ..core.config import RunConfig
 from . import tables
 from .estimates import at_depth, interval_text, paired
 from .tables import part_of
+from ..core.models import build
 
 
 def frame(results: list[dict]) -> pd.DataFrame:
@@ -28,8 +29,6 @@ def frame(results: list[dict]) -> pd.DataFrame:
 
 @lru_cache(maxsize=None)
 def _count(model: str, depth: int, key_dim: int, heads: int, tied: bool, dim: int) -> int:
-    from ..core.models import build
-
     cfg = RunConfig(model=model, depth=depth, key_dim=key_dim, heads=heads, tie_layers=tied,
                     dim=dim, device="cpu")
     return sum(p.numel() for p in build(cfg, [depth]).parameters())

@@ -28,6 +28,7 @@ from ..core.reference import agreement, agrees, plain_model
 from ..core.tasks import make_generator, sample_batch
 from ..core.train import StackAdam, resolve_device
 from .timing import max_rss_mib, peak_flop_rate, seconds_per_step, step_flops
+from .files import write_atomic, write_json
 
 # Targets (a benchmark, not a timed test): speed-up of icl over the reference.
 TARGETS = {"softmax": {64: 20.0}, "linear": {64: 5.0}, "sweep": 2.0, "generalised": 5.0, "quick": 3.0}
@@ -374,7 +375,6 @@ def run(args) -> int:
         r = result["reproduce_parallel"]
         print(f"reproduce --profile ci: serial {r['serial_seconds']:.0f} s, --jobs {r['jobs']} {r['parallel_seconds']:.0f} s: "
               f"{r['reproduce_parallel_speedup']:.2f}x (load average {r['load_average']:.1f} on {r['cores']} cores)")
-    from .files import write_atomic, write_json
 
     path = Path(args.json)
     if write_json(result, path, "the bench results") == path:  # elsewhere, said in one line, where it cannot be

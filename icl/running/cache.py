@@ -36,7 +36,8 @@ from pathlib import Path
 
 from .. import __version__
 from ..core.config import RunConfig
-from .files import write_atomic
+from .files import json_bytes, write_atomic
+from .paths import check_writable
 
 DEFAULT_ROOT = Path("outputs/runs")
 PACKAGE = Path(__file__).resolve().parents[1]  # icl/
@@ -205,8 +206,6 @@ def read_regular(path: Path, limit: int) -> str:
 def entry_limit(cfg: RunConfig) -> int:
     """The most bytes an entry of `cfg` may have: ten times the JSON bound of its result
     (icl.running.files.json_bytes, written with indents; an entry has none), and at least MAX_ENTRY_BYTES."""
-    from .files import json_bytes
-
     return max(MAX_ENTRY_BYTES, 10 * json_bytes([cfg]))
 
 
@@ -298,8 +297,6 @@ class RunCache:
         """ConfigError unless new entries can be written to the cache and to each of `folders`
         (the shard folders a sweep will store into: one made read-only, or another user's in a
         shared cache, fails only there). Checked before training, so that no training is lost."""
-        from .paths import check_writable
-
         for folder in [self.root, *sorted(set(folders))]:
             check_writable(folder, "cache", self.root, "give a writable folder with --cache")
 

@@ -12,6 +12,11 @@ import sys
 from pathlib import Path
 
 from ..core.config import ConfigError, RunConfig, field_names, field_type
+from .paths import check_writable
+from .files import free_bytes, write_json as write
+from .workload import check_workload, size
+from ..core import config
+from ..core.memory import check_fits
 
 # Subcommands that live in their own modules: each defines add_arguments(parser) and run(args), or
 # add_arguments_<name> and run_<name> where one module holds several commands.
@@ -41,7 +46,6 @@ def check_output_path(path: str | None, flag: str = "--json", need: int = 0, yes
     `need` bytes (unless `yes`): checked before training, so no result is lost."""
     if path is None or path == "-":
         return
-    from .paths import check_writable
 
     if not path.strip():
         raise ConfigError(f"{flag}: an empty path; give a file path (or '-' for standard output)")
@@ -57,8 +61,6 @@ def check_output_path(path: str | None, flag: str = "--json", need: int = 0, yes
             open(target, "a").close()
         except OSError as err:
             raise ConfigError(f"{flag}: {path} is not writable ({err.strerror}); give a writable path") from None
-    from .files import free_bytes
-    from .workload import size
 
     free = free_bytes(target.parent.resolve())
     if need > free and not yes:
@@ -76,8 +78,6 @@ def check_cache_path(path: str | None) -> None:
 def write_json(obj, path: str, what: str = "the result") -> bool:
     """`obj` as JSON at `path` ('-': standard output), atomically; where it cannot be written there,
     somewhere else, said in one line (icl.running.files.write_json): never dropped. Whether it is at `path`."""
-    from .files import write_json as write
-
     if path == "-":
         print(json.dumps(obj, indent=1))
         return True
@@ -87,8 +87,6 @@ def write_json(obj, path: str, what: str = "the result") -> bool:
 def field_help() -> dict[str, str]:
     """Each RunConfig field's description: its comment in config.py, with the allowed values."""
     import inspect
-
-    from ..core import config
 
     notes = {"steps": "training steps (one Adam update on a fresh batch each)",  # fields without a comment
              "warmup_fraction": "fraction of the steps spent in the linear warm-up, in [0, 1)",
@@ -157,7 +155,6 @@ def run_train(args) -> int:
     cfg = RunConfig.from_dict(values, "train")
     check_cache_path(args.cache)
     check_output_path(args.json, need=json_bytes([cfg]), yes=args.yes)
-    from .workload import check_workload
 
     if args.cache:
         cache = RunCache(args.cache, args.retry_diverged)
@@ -166,8 +163,6 @@ def run_train(args) -> int:
         if report_diverged([result]):
             return 1
     else:
-        from ..core.memory import check_fits
-
         check_fits(cfg)  # run_sweep checks this (and the cache) itself
         check_workload([[cfg]], args.yes)
         result = train(cfg, progress=not args.no_progress)
@@ -211,8 +206,6 @@ def run_sweep_command(args) -> int:
 
         runner = submitit_runner(args.executor, Path(args.cache) / "submitit", cache=cache)
     else:
-        from .workload import check_workload
-
         confirm = lambda todo: check_workload(todo, args.yes, cache.root)  # noqa: E731
     results = run_sweep(cfgs, cache, progress=not args.no_progress, runner=runner, confirm=confirm)
     stored = args.json is None or write_json({"runs": results}, args.json, f"the JSON of {len(results)} runs")

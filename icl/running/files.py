@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Callable
+from .workload import ENTRY_BYTES, result_floats
 
 FILE_MODE = 0o644  # readable by everyone, as a shared cache and a results folder must be
 # A JSON float as `json.dumps(indent=1)` writes it in a result: up to 24 characters
@@ -92,8 +93,6 @@ def write_json(obj, path: str | os.PathLike, what: str = "the result") -> Path |
 def json_bytes(cfgs) -> int:
     """A bound of the bytes of the JSON of the results of `cfgs`: per run, the fixed fields
     (workload.ENTRY_BYTES) and JSON_FLOAT_BYTES for each number it holds (workload.result_floats)."""
-    from .workload import ENTRY_BYTES, result_floats
-
     return sum(ENTRY_BYTES + JSON_FLOAT_BYTES * result_floats(c) for c in cfgs)
 
 

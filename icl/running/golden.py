@@ -12,6 +12,8 @@ import sys
 from .files import write_atomic
 from .parameters import profile_root
 from .reproduce import NOTEBOOKS, run_all
+from ..core.config import ConfigError
+from .paths import repo_root
 
 
 def add_arguments(p) -> None:
@@ -19,8 +21,6 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..core.config import ConfigError
-    from .paths import repo_root
 
     names = args.only or NOTEBOOKS
     bad = [n for n in names if n not in NOTEBOOKS]

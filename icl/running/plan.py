@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 
 from ..core.config import ConfigError, RunConfig
+from .workload import DAY, duration, estimate
+from . import gpu_plan
 
 # What a smoke run changes, where a notebook declares the parameter: two training steps, evaluation
 # sets small enough to take seconds, and 20 seed resamples per interval (each distinct resample is a
@@ -72,8 +74,6 @@ def check_work(root: Path, profile: str, names: list[str], params: dict[str, dic
     """Each notebook's estimated seconds of what is left to train (the runs not in its run cache),
     by the estimate of `icl train` and `icl sweep` (workload.estimate); ConfigError above their
     bound, workload.DAY in all, unless `yes`."""
-    from .workload import DAY, duration, estimate
-
     todo = {n: remaining(root, notebook_runs(root, profile, n, params[n]), params[n]) for n in names}
     cost = {n: estimate(left)["seconds"] if left else 0.0 for n, left in todo.items()}
     if sum(cost.values()) > DAY and not yes:
@@ -111,7 +111,6 @@ def notebook_plan(runs: list[RunConfig], device: str) -> dict:
     todo = groups(runs)
     memory = max(estimate_bytes(g[0], [c.depth for c in g]) for g in todo)
     if device == "cuda":  # planned on paper for an H100-class GPU, not timed here
-        from . import gpu_plan
 
         (limit, what), paper = gpu_plan.memory_limit(), gpu_plan.estimate(todo)
     else:
@@ -153,8 +152,6 @@ def plan(root: Path, profile: str, names: list[str], device: str, overrides: dic
 
 def gpu_parts(parts: dict) -> str:
     """' (kernel launches 3.6 h, arithmetic 53 min, ...)': where a GPU plan's time goes (icl.running.gpu_plan)."""
-    from .workload import duration
-
     names = {"launches": "kernel launches", "arithmetic": "arithmetic", "evaluation": "evaluation"}
     return " (" + ", ".join(f"{names[k]} {duration(v)}" for k, v in parts.items() if k in names and v > 0) + ")"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..core.config import EXCERPT, ConfigError, excerpt
 from ..core.suggest import did_you_mean
-from . import paths, processes
+from . import paths, plan, processes
 from .parameters import (NEEDS, NOTEBOOKS, PROFILES, check_parameters, declared_parameters, notebook_parameters,
                          profile_root)
 from .plan import SMOKE
@@ -32,6 +32,8 @@ from .report import profile_report as write_report, record_times
 from .staging import (check_destinations, destinations, publish, readable_timings, report_folder, staging_folder,
                       staging_paths)
 from .sweep import load_yaml
+from ..core.train import resolve_device
+from .paths import repo_root
 
 DEVICES = ("auto", "cpu", "cuda")
 # The kernel draws with the inline backend whatever MPLBACKEND the caller has (Agg would leave
@@ -41,8 +43,6 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THRE
 
 
 def check_device(params: dict) -> None:
-    from ..core.train import resolve_device
-
     resolve_device(params.get("device", "auto"))  # ConfigError: cuda asked for, none available
 
 
@@ -197,8 +197,6 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
     """Run notebooks (in dependency order, up to `jobs` at once); each one's result by name.
     `own`: parameters per notebook on top of `overrides` (a smoke run's output folders). Refused
     above a day of estimated training unless `yes` (`plan.check_work`)."""
-    from . import plan
-
     params = checked_parameters(root, profile, names, device, jobs, overrides, own)
     cost = plan.check_work(root, profile, names, params, yes)  # seconds of what is left to train, per notebook
     lock = hold_lock(root, profile)  # noqa: F841 (held until this function returns)
@@ -279,8 +277,6 @@ def run(args) -> int:
     overrides = {}
     for key, value in args.parameter:  # a YAML value, its aliases bounded (a short one can expand to gigabytes)
         overrides[key] = load_yaml(value, f"-p {key if len(key) <= EXCERPT else excerpt(key)}")
-    from . import plan
-    from .paths import repo_root
 
     root = repo_root()
     check_overrides(root, names, overrides)
@@ -315,8 +311,6 @@ def parallel_speedup(jobs: int = 2, profile: str = "ci") -> dict:
     """Wall time of a whole reproduction at `profile`, serial and with `jobs` processes, in one
     call (the bench's `reproduce_parallel_speedup`). The workers are spawned: a script that calls
     this must do so under `if __name__ == "__main__":` (`python -m icl bench` does)."""
-    from .paths import repo_root
-
     root = repo_root()
     seconds = {}
     for j in (1, jobs):

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from ..core.config import ConfigError
-from . import paths
+from . import paths, plan
 from .parameters import profile_root
 
 
@@ -82,8 +82,6 @@ def destinations(root: Path, profile: str, names: list[str], smoke: bool = False
     """Per-notebook parameters that move a run's outputs, and the folder of its report: the
     profile's own (no parameters), a smoke run's scratch folder, or --outputs DIR (a run root:
     its marker says so, and icl never replaces it whole)."""
-    from . import plan
-
     if smoke and outputs:
         raise ConfigError("--outputs: a smoke run writes into outputs/smoke/PROFILE/; give one of --smoke and --outputs")
     if smoke:

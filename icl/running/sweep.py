@@ -16,6 +16,8 @@ from ..core.config import ConfigError, RunConfig, excerpt, field_names
 from ..core.suggest import did_you_mean
 from ..core.train import group_key, is_diverged, train_finite
 from .cache import RunCache
+from ..core.memory import check_fits
+from .files import rescue
 
 # Plural keys of a sweep file and the RunConfig field each one varies, outermost first: runs come
 # out spectrum by spectrum, then seed, model, top_k, and depth and learning rate innermost (the two
@@ -142,8 +144,6 @@ def groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
 def check_before_training(todo: list[list[RunConfig]], cache: RunCache, folders, memory: bool = True) -> None:
     """ConfigError if a group cannot fit in this machine's memory or the cache (the shard `folders`
     included) cannot take its results."""
-    from ..core.memory import check_fits
-
     for group in todo if memory else []:
         check_fits(group[0], [c.depth for c in group])
     cache.check_writable(folders)
@@ -198,8 +198,6 @@ def run_sweep(cfgs: list[RunConfig], cache: RunCache | None = None, progress: bo
 def rescue_runs(cache: RunCache, runs: list[tuple[RunConfig, dict]], why: str) -> None:
     """Finished runs the cache could not take: stored in a run cache in a fallback folder
     (icl.running.files.rescue), whose entries copied into the cache are used by a rerun; said in one line."""
-    from .files import rescue
-
     def store(root: Path) -> None:
         spare = RunCache(root)
         for c, r in runs:
