@@ -1,7 +1,7 @@
 """icl: in-context learning with linear and softmax attention, for reproducing
 "Emergent Inverse-Depth Scaling From Nonlinearity In Attention" (arXiv:2610.11063).
 
-The package in three layers, each importing only those before it (tests/test_architecture.py):
+The package in four layers, each importing only those before it (tests/test_architecture.py):
 
 - `icl.core`: tasks, models, training: the same code on CPU and GPU;
 - `icl.analysis`: theory, bounds, baselines, fits, statistics, tables and figures;
