@@ -4,7 +4,7 @@ A.4's heuristic: each eigen-mode of the data converges exponentially in depth, w
 characteristic depth; when those depths are spread as a power law, the summed loss is a power
 law in depth. Here: per-mode convergence depths of the repeated-update reference, the normalised
 mode-wise training curves that train.py records (track_modes) and whether they collapse, and
-trained linear models read mode by mode. (The heuristic itself is checked in tests/test_theory.py.)
+trained linear models read mode by mode. (The heuristic itself is checked in tests/analysis/test_theory.py.)
 """
 from __future__ import annotations
 

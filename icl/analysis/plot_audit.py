@@ -1,6 +1,6 @@
 """What a referee checks in a figure before reading it, as a list of problems: text too small to
 read, panels without axis labels or without data, and kinds of line or marker that no legend names.
-`notebook.save_figure` warns with it; tests/test_figures.py asserts it is empty."""
+`notebook.save_figure` warns with it; tests/running/test_figures.py asserts it is empty."""
 from __future__ import annotations
 
 from matplotlib.container import ErrorbarContainer

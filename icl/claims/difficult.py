@@ -88,7 +88,7 @@ def c3(table) -> dict:
 def c5(table) -> dict:
     """Core: the shared error's approach to the floor (positive gap everywhere and gamma near 1);
     secondary: the disagreement levelling off. (The decomposition identity is algebra: a unit test,
-    tests/test_decomposition.py.)"""
+    tests/core/test_decomposition.py.)"""
     shared = [every([above(estimate(r, "gap_positive"), 0.5), within(estimate(r, "gamma"), 1.0, GAMMA_TOL)])
               for r in _rows(table)]
     return {"shared error -> floor": every(shared),

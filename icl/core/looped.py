@@ -2,7 +2,7 @@
 baseline the bench times their fast versions (icl.core.models, icl/core/kernels) against: layer j of the
 models deeper than j, one einsum per term, the per-layer predictors assigned model by model.
 Same parameters, same names as the fast stacks. Correctness is judged against icl.core.reference,
-like every other path (tests/test_reference.py).
+like every other path (tests/core/test_reference.py).
 """
 from __future__ import annotations
 

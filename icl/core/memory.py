@@ -7,7 +7,7 @@ models matrix that averages each model's layers, and the larger
 of one training step (a fresh batch, the activations autograd keeps for the backward pass, the
 gradients of the attention weights) and the final evaluation (chunks of EVAL_CHUNK contexts,
 the query attention of every held-out context, the probes). The shapes below follow models.py
-and train.py; `tests/test_memory.py` checks the estimate against the measured peak.
+and train.py; `tests/core/test_memory.py` checks the estimate against the measured peak.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Written the way a reader would write them: a loop over layers, every layer full 
 over the P context tokens and the query (the query is the last of P + 1 tokens, and no token
 attends to it), the paper's equation beside each line. Nothing here is fast; everything fast in
 icl (the batched stacks of models.py, the C kernels of icl/core/kernels) is tested against it
-(tests/test_reference.py), and the bench checks that both compute the same before it times them.
+(tests/core/test_reference.py), and the bench checks that both compute the same before it times them.
 
 Every model is built from model m of a fast stack (`from_stack(stack, m)`: the same weights,
 under the same names) and returns its prediction y_hat (B,) and, where the model defines them,

@@ -2,7 +2,7 @@
 paper: nothing here is measured on a GPU, and no GPU is needed to print it.
 
 A step of the eager torch code costs the larger of two things, since nothing in a step waits for
-the device (tests/test_gpu_path.py checks it) and the host queues work ahead of the GPU:
+the device (tests/core/test_gpu_path.py checks it) and the host queues work ahead of the GPU:
 - the fixed cost the host pays: one launch per kernel (LAUNCH seconds each, torch's dispatch
   included), the kernels counted by running one training step of the group on the CPU through
   torch's own code and counting every operation that is not a view, with the CPU's rotations
