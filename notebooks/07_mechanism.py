@@ -161,19 +161,7 @@ source_of = {
 }
 depths_of = {c: sorted(trained[regimes.cells_mask(trained, c)].depth.unique()) for c in cells}
 # the bounds need the task only
-cell_task = {
-    c: grids.config_from(
-        source_of[c],
-        "the parameters of notebooks 03 and 06",
-        task="difficult",
-        dim=c.dim,
-        context_length=c.context_length,
-        key_dim=c.key_dim,
-        input_exponent=first[0],
-        task_exponent=first[1],
-    )
-    for c in cells
-}
+cell_task = {c: grids.cell_task(source_of[c], c, first) for c in cells}
 bounds_of = {
     c: bounds.bounds(cell_task[c], depths_of[c], source_of[c]["fit_contexts"], cache=s.cache)
     for c in cells
@@ -581,16 +569,7 @@ p06 = params["06_regimes"]
 aniso_cells = [c for c in full_cells if c.dim == d03 and c.context_length <= P03]
 aniso_of = {
     c: bounds.anisotropic(
-        grids.config_from(
-            p06,
-            "the parameters of notebook 06",
-            task="difficult",
-            dim=c.dim,
-            context_length=c.context_length,
-            key_dim=c.key_dim,
-            input_exponent=first[0],
-            task_exponent=first[1],
-        ),
+        grids.cell_task(p06, c, first),
         anisotropy_levels,
         anisotropy_depths,
         p06["fit_contexts"],

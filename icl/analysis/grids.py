@@ -95,6 +95,15 @@ def config_from(params: dict, what: str, **overrides) -> RunConfig:
     return RunConfig.from_dict({**values, **overrides}, what)
 
 
+def cell_task(params: dict, cell, spectrum) -> RunConfig:
+    """The difficult task of one regime cell (dim, context_length, key_dim) on `spectrum`, with the
+    other settings of the notebook whose recorded parameters `params` trained it: what its bounds
+    and baselines depend on (notebook 07)."""
+    return config_from(params, "the parameters of notebooks 03 and 06", task="difficult", dim=cell.dim,
+                       context_length=cell.context_length, key_dim=cell.key_dim,
+                       input_exponent=spectrum[0], task_exponent=spectrum[1])
+
+
 def mechanism(s, trained_with: dict) -> dict[str, list[RunConfig]]:
     """Notebook 07's ablation: notebook 03's settings (`trained_with`, its parameters) at each rank
     of `ablation_key_dims`, every layer's subspace frozen as each kind of `ablation_kinds`."""
