@@ -17,20 +17,33 @@ import pandas as pd
 from .fit import fit_shared_error_gap
 from .intervals import Estimate, over_seeds, seed_matrix
 from .parallel import in_processes
-from .tables import SPECTRUM, deep_half_slope, fit_curve, part_of, spectrum_label, sweeps
+from .tables import SPECTRUM, deep_half_slope, fit_curve, fit_curves, part_of, spectrum_label, sweeps
 from ..core.subspaces import block_size, random_coverage
 
 
 def sweep_fit(depths, matrix: np.ndarray, min_depth: int = 1, weighted: bool = False, **fit_options):
     """`tables.fit_curve` of a sweep's mean curve over the depths >= min_depth, weighted by the seed
     standard errors if asked (and every depth has a nonzero one)."""
-    depths, matrix = np.asarray(depths, float), np.asarray(matrix, float)
+    return sweep_fits(depths, [matrix], min_depth, weighted, **fit_options)[0]
+
+
+def sweep_fits(depths, matrices, min_depth: int = 1, weighted: bool = False, **fit_options):
+    """`sweep_fit` of many (seeds, depths) matrices over the same depths, in one `tables.fit_curves`."""
+    depths = np.asarray(depths, float)
     keep = depths >= min_depth
-    errors = None
-    if weighted and len(matrix) > 1:
-        sem = matrix.std(0, ddof=1)[keep] / math.sqrt(len(matrix))
-        errors = sem if (sem > 0).all() else None
-    return fit_curve(depths[keep], matrix.mean(0)[keep], errors=errors, **fit_options)
+    means, errors = [], []
+    for matrix in matrices:
+        matrix = np.asarray(matrix, float)
+        means.append(matrix.mean(0)[keep])
+        sem = matrix.std(0, ddof=1)[keep] / math.sqrt(len(matrix)) if weighted and len(matrix) > 1 else None
+        errors.append(sem if sem is not None and (sem > 0).all() else None)
+    return fit_curves(depths[keep], means, errors=errors, **fit_options)
+
+
+def warm_fits(depths, **fit_options):
+    """An `over_seeds` warm-up for a statistic of one sweep that fits its mean curve with these
+    options: every distinct resample's fit in one batch."""
+    return lambda resamples: sweep_fits(depths, [r[0] for r in resamples], **fit_options)
 
 
 def curve_stats(depths, matrix: np.ndarray, **fit_options) -> dict:
@@ -97,7 +110,7 @@ def estimate_table(df: pd.DataFrame, by: list[str], value: str = "loss", workers
 def estimate_row(key: tuple, part: pd.DataFrame, by: list[str], value: str, fit_options: dict) -> dict:
     """One row of `estimate_table`: the sweep `part` of group `key`."""
     depths, matrix = seed_matrix(part, value)
-    est = over_seeds(lambda m: curve_stats(depths, m, **fit_options), matrix)
+    est = over_seeds(lambda m: curve_stats(depths, m, **fit_options), matrix, warm=warm_fits(depths, **fit_options))
     fit = sweep_fit(depths, matrix, **fit_options)
     row = {**dict(zip(by, key)), "n_seeds": len(matrix), "depths": len(depths), "deepest": int(depths[-1])}
     for name, e in est.items():

@@ -20,7 +20,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .estimates import estimate, estimate_columns, in_processes, sweep_fit
+from .estimates import estimate, estimate_columns, in_processes, sweep_fit, warm_fits
 from .intervals import Estimate, over_seeds, seed_matrix
 from .tables import fit_curve, spectrum_label, sweeps
 
@@ -68,7 +68,8 @@ def regime_row(key: tuple, part: pd.DataFrame, by: list[str], m: int) -> dict:
             nan = Estimate.point(math.nan, len(matrix))
             est = {"alpha": nan, "L0": nan}
         else:
-            est = over_seeds(lambda mm, s=start: _fit_numbers(depths, mm, s), matrix)
+            est = over_seeds(lambda mm, s=start: _fit_numbers(depths, mm, s), matrix,
+                             warm=warm_fits(depths, min_depth=start))
         row.update(estimate_columns(f"alpha_{name}", est["alpha"]))
         row.update(estimate_columns(f"L0_{name}", est["L0"]))
     at = {L: i for i, L in enumerate(depths.astype(int))}

@@ -13,6 +13,7 @@ with five seeds there are 126 distinct resamples, however many are drawn.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from dataclasses import dataclass
@@ -61,12 +62,24 @@ class Estimate:
         return self.n_seeds >= 2 and all(math.isfinite(x) for x in self.ci95)
 
 
+WARM_MAX_SEEDS = 7  # 1,716 distinct resamples of seven seeds; beyond, a warm-up would fit more than the draws
+
+
+def distinct_resamples(n: int) -> list[np.ndarray]:
+    """Every distinct resample of n seeds (a multiset: C(2n - 1, n) of them, 126 for five seeds),
+    each as its sorted seed indices, the order in which `over_seeds` hands resamples over."""
+    return [np.array(c) for c in itertools.combinations_with_replacement(range(n), n)]
+
+
 def over_seeds(statistic: Callable[..., float | dict], *samples: np.ndarray,
-               n_resamples: int | None = None) -> Estimate | dict[str, Estimate]:
+               n_resamples: int | None = None, warm: Callable | None = None) -> Estimate | dict[str, Estimate]:
     """`statistic(*samples)` with its intervals: every sample is an array whose first axis is the
     seeds (the same seeds, in the same order, in all of them); they are resampled together. A
     statistic that returns a dict of numbers gives a dict of Estimates (one resampling for all).
-    n_resamples: None draws `resamples` (the default, or a notebook's `set_resamples`)."""
+    n_resamples: None draws `resamples` (the default, or a notebook's `set_resamples`).
+    warm: called once, before the resampling, with every distinct resample (a list of tuples of
+    samples) when there are at most WARM_MAX_SEEDS seeds: a statistic that fits curves fits them all
+    there in one batch (`tables.fit_curves`), and its calls per resample then find them memoised."""
     n_resamples = resamples if n_resamples is None else n_resamples
     samples = [np.asarray(s, dtype=float) for s in samples]
     n = samples[0].shape[0]
@@ -77,22 +90,28 @@ def over_seeds(statistic: Callable[..., float | dict], *samples: np.ndarray,
     if n < 2:
         out = {k: Estimate.point(v, n) for k, v in values.items()}
         return out if isinstance(value, dict) else out[None]
-    memo: dict[tuple, dict] = {}
+    if warm is not None and n <= WARM_MAX_SEEDS:
+        warm([tuple(s[idx] for s in samples) for idx in distinct_resamples(n)])
+    memo: dict[tuple, dict] = {}  # by sorted seed indices: a statistic depends on the multiset only
 
-    def on_indices(idx: np.ndarray, key) -> float:
-        counts = tuple(np.bincount(idx.astype(int), minlength=n))
-        if counts not in memo:
-            v = statistic(*(s[idx.astype(int)] for s in samples))
-            memo[counts] = v if isinstance(v, dict) else {None: v}
-        return float(memo[counts][key])
+    def at(idx: tuple, key) -> float:
+        if idx not in memo:
+            v = statistic(*(s[list(idx)] for s in samples))
+            memo[idx] = v if isinstance(v, dict) else {None: v}
+        return float(memo[idx][key])
+
+    def on_indices(idx: np.ndarray, key, axis=-1) -> np.ndarray:
+        # each resample's indices sorted: one order per multiset, the one `warm` saw
+        rows = np.sort(idx.astype(int), axis=-1).reshape(-1, n)
+        return np.array([at(tuple(r), key) for r in rows.tolist()]).reshape(idx.shape[:-1])
 
     def interval(key, level: float) -> tuple[float, float]:
         with np.errstate(invalid="ignore"), warnings.catch_warnings():
             # a statistic that is NaN or constant on every resample gives a NaN or point interval,
             # which the checks read as inconclusive or decided: no warning needed
             warnings.simplefilter("ignore", DegenerateDataWarning)
-            res = bootstrap((np.arange(n),), lambda idx: on_indices(idx, key), n_resamples=n_resamples,
-                            confidence_level=level, method="percentile", vectorized=False,
+            res = bootstrap((np.arange(n),), lambda idx, axis=-1: on_indices(idx, key), n_resamples=n_resamples,
+                            confidence_level=level, method="percentile", vectorized=True,
                             random_state=np.random.default_rng(SEED))
         return float(res.confidence_interval.low), float(res.confidence_interval.high)
 

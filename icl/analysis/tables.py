@@ -9,7 +9,6 @@ exponent in this repository comes from one code path.
 """
 from __future__ import annotations
 
-import functools
 import math
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pandas as pd
 
 from ..core.config import RunConfig
 from . import theory
-from .fit import PowerLawFit, fit_power_law, fit_shared_error_gap
+from .fit import PowerLawFit, fit_power_laws, fit_shared_error_gap
 
 SPECTRUM = ["input_exponent", "task_exponent"]
 
@@ -49,19 +48,35 @@ def fit_curve(depths, means, L0: float | None = None, errors=None, floor_below_m
     jointly in [0, min_L R_L] unless L0 is given (a floor above a measured mean loss would say the
     deepest models did better than the asymptote allows; `floor_below_min=False` lifts that bound,
     for the sensitivity tables). A fit that fails returns NaNs with converged=False."""
-    means = np.asarray(means, float)
-    cap = float(means.min()) if floor_below_min and L0 is None else math.inf
-    errors = None if errors is None else tuple(np.asarray(errors, float).tolist())
-    return _fit_once(tuple(np.asarray(depths, float).tolist()), tuple(means.tolist()), L0, errors, cap)
+    return fit_curves(depths, [means], L0, [errors], floor_below_min)[0]
 
 
-@functools.lru_cache(maxsize=65536)
-def _fit_once(depths: tuple, means: tuple, L0, errors, cap: float) -> PowerLawFit:
-    """fit_power_law, memoised: the bootstrap intervals of several statistics of one sweep (its
-    exponent, its floor over a reference, a figure's fit) refit the same seed-resampled mean curves,
-    and a PowerLawFit is immutable, so each distinct curve is fitted once per process."""
-    return fit_power_law(np.asarray(depths), np.asarray(means), L0=L0, errors=None if errors is None else np.asarray(errors),
-                         strict=False, floor_max=cap)
+_FITS: dict[tuple, PowerLawFit] = {}  # fit_curves' memo
+MEMO_LIMIT = 65536  # fits kept per process (a few hundred bytes each)
+
+
+def fit_curves(depths, curves, L0: float | None = None, errors=None, floor_below_min: bool = True) -> list[PowerLawFit]:
+    """`fit_curve` of many mean curves over the same depths (errors: None, or one array or None
+    per curve), memoised: the bootstrap intervals of several statistics of one sweep (its exponent,
+    its floor over a reference, a figure's fit) refit the same seed-resampled mean curves, and a
+    PowerLawFit is immutable, so each distinct curve is fitted once per process. The curves not
+    fitted before are fitted together, in one pass of `fit_power_laws`."""
+    errors = [None] * len(curves) if errors is None else errors
+    grid = tuple(np.asarray(depths, float).tolist())
+    keys = []
+    for means, err in zip(curves, errors):
+        means = np.asarray(means, float)
+        cap = float(means.min()) if floor_below_min and L0 is None else math.inf
+        keys.append((grid, tuple(means.tolist()), L0, None if err is None else tuple(np.asarray(err, float).tolist()), cap))
+    if len(_FITS) > MEMO_LIMIT:
+        _FITS.clear()
+    for weighted in (False, True):
+        todo = list(dict.fromkeys(k for k in keys if k not in _FITS and (k[3] is not None) == weighted))
+        if todo:
+            fits = fit_power_laws(grid, [k[1] for k in todo], L0=L0, errors=[k[3] for k in todo] if weighted else None,
+                                  floor_max=[k[4] for k in todo])
+            _FITS.update(zip(todo, fits))
+    return [_FITS[k] for k in keys]
 
 
 def fit_depths(df: pd.DataFrame, value: str = "loss", L0: float | None = None, weighted: bool = False,

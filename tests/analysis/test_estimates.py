@@ -80,9 +80,9 @@ def test_the_sweeps_shared_among_processes_give_the_same_table_in_the_same_order
     # Each process fits its own sweeps with the same code and data, so the rows are equal to the
     # last bit, not within a tolerance; the memo of fits is per process and changes no number.
     frame = pd.concat([sweep(alpha=a, noise=0.03, seeds=3, key_dim=k) for a, k in ((0.8, 4), (1.1, 8), (1.4, 12))])
-    tables._fit_once.cache_clear()
+    tables._FITS.clear()
     alone = estimates.estimate_table(frame, ["key_dim"], workers=1)
-    tables._fit_once.cache_clear()
+    tables._FITS.clear()
     shared = estimates.estimate_table(frame, ["key_dim"], workers=2)
     pd.testing.assert_frame_equal(alone, shared, check_exact=True)
     assert list(shared.key_dim) == [4, 8, 12]

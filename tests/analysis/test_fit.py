@@ -1,9 +1,11 @@
 """The power-law fit recovers known exponents and floors, and refuses what it cannot fit."""
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from icl.analysis.fit import FitError, fit_power_law, fit_shared_error_gap
+from icl.analysis.fit import FitError, fit_power_law, fit_power_laws, fit_shared_error_gap
 from icl.analysis.tables import seed_means
 
 ALPHA, FLOOR, C = 0.9, 0.15, 0.6
@@ -111,3 +113,47 @@ def test_shared_error_gap_recovers_its_exponent_and_skips_depth_one():
 def test_shared_error_gap_names_depths_where_the_gap_is_not_positive():
     with pytest.raises(ValueError, match=r"depths \[8, 16\]"):
         fit_shared_error_gap([2, 4, 8, 16], [0.1, 0.2, 0.3, 0.35], L0=0.3)
+
+
+def reference_fit(L, R, cap):
+    """The same least-squares problem solved by scipy's general-purpose bounded solver from the same
+    starts, with a generous budget: the answer the vectorised solver must find."""
+    from scipy.optimize import least_squares
+
+    logL, logR = np.log(L), np.log(R)
+    resid = lambda p: logR - np.log(p[2] + np.exp(p[1] - p[0] * logL))
+    best = None
+    for L0 in (0.0, min(0.5 * R.min(), 0.99 * cap)):
+        for alpha in (0.5, 1.0, 2.0):
+            x0 = [alpha, np.log(max(R[0] - L0, 1e-3 * R.max())), L0]
+            sol = least_squares(resid, x0, bounds=([-np.inf, -np.inf, 0], [np.inf, np.inf, cap]), method="trf",
+                                x_scale="jac", max_nfev=20000, ftol=1e-14, xtol=1e-14, gtol=1e-14)
+            if best is None or sol.cost < best.cost:
+                best = sol
+    return best
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_vectorised_solver_finds_the_general_solvers_optimum(seed):
+    """Noisy curves, some whose floor ends on a bound (0, or the lowest loss): the same optimum as
+    scipy's trust-region solver, never a worse one."""
+    rng = np.random.default_rng(seed)
+    L = np.array([1, 2, 3, 4, 6, 8, 12, 16, 32, 64.0])
+    R = (rng.uniform(0, 0.4) + rng.uniform(0.2, 1) * L ** -rng.uniform(0.2, 2)) * np.exp(0.03 * rng.standard_normal(10))
+    for cap in (R.min(), np.inf):
+        ref, f = reference_fit(L, R, cap), fit_power_law(L, R, floor_max=cap)
+        assert 0.5 * f.rss <= ref.cost * (1 + 1e-9) + 1e-15
+        assert (f.alpha, f.L0) == pytest.approx((ref.x[0], ref.x[2]), rel=1e-4, abs=1e-7)
+
+
+def test_a_curve_gives_the_same_fit_alone_and_in_a_batch():
+    L = depth_grid(10)
+    curves = [noisy_curve(L, seed=s) for s in range(6)]
+    batch = fit_power_laws(L, curves, floor_max=[c.min() for c in curves])
+    assert batch == [fit_power_law(L, c, floor_max=c.min()) for c in curves]
+
+
+def test_a_flat_curve_has_no_finite_standard_errors():
+    """Floor and c trade off exactly on a flat curve: the fit is flagged, never read as an exponent."""
+    f = fit_power_law(depth_grid(8), np.full(8, 0.5), floor_max=0.5)
+    assert f.converged and math.isinf(f.alpha_se) and f.problem == "standard errors not finite"

@@ -65,3 +65,17 @@ def test_a_notebooks_resample_count_is_drawn_by_every_later_interval():
     assert 1 < len(calls) <= 13
     with pytest.raises(ConfigError, match="bootstrap_resamples: 5 is not allowed"):
         intervals.set_resamples(5)
+
+
+def test_a_warm_up_sees_every_distinct_resample_and_changes_no_interval():
+    """`warm` gets each multiset of seeds once, in the order the statistic then sees it; an interval
+    computed after it is the one computed without it."""
+    from icl.analysis.intervals import distinct_resamples
+
+    x = np.random.default_rng(3).normal(size=(5, 3))
+    seen, orders = [], set()
+    stat = lambda m: orders.add(tuple(m[:, 0])) or float(m.mean())
+    warmed = over_seeds(stat, x, warm=lambda resamples: seen.extend(resamples))
+    assert len(seen) == math.comb(9, 5) == len(distinct_resamples(5))
+    assert {tuple(r[0][:, 0]) for r in seen} >= orders  # no resample in an order the warm-up did not see
+    assert warmed == over_seeds(lambda m: float(m.mean()), x)
