@@ -182,7 +182,8 @@ class Watch(TorchDispatchMode):
 @contextlib.contextmanager
 def simulate():
     """Within: a config's `device: cuda` trains on the simulated device under a `Watch`, which
-    it yields; the training step (icl.core.train.train_step) is marked so that events inside it can
+    it yields; the training step (icl.core.train.train_step, and shared_step, which a pass of several
+    groups takes) is marked so that events inside it can
     be told from the rest."""
     import icl.core.tasks
     import icl.core.train
@@ -191,7 +192,8 @@ def simulate():
     register()  # the first time only: from then on, this process knows the device (harmless to CPU work)
     DEVICE = torch.device(NAME, 0)  # the autograd engine needs an index
     watch = Watch()
-    resolve, make_gen, step = icl.core.train.resolve_device, icl.core.tasks.make_generator, icl.core.train.train_step
+    resolve, make_gen = icl.core.train.resolve_device, icl.core.tasks.make_generator
+    step, shared = icl.core.train.train_step, icl.core.train.shared_step
 
     def resolve_device(name: str) -> torch.device:
         return DEVICE if name == "cuda" else resolve(name)
@@ -203,15 +205,18 @@ def simulate():
         gen.manual_seed(int(seed))
         return gen
 
-    def train_step(*args, **kwargs):
-        watch.in_step += 1
-        try:
-            return step(*args, **kwargs)
-        finally:
-            watch.in_step -= 1
+    def marked(function):
+        def within_a_step(*args, **kwargs):
+            watch.in_step += 1
+            try:
+                return function(*args, **kwargs)
+            finally:
+                watch.in_step -= 1
+        return within_a_step
 
     patches = [(icl.core.train, "resolve_device", resolve_device), (icl.core.train, "make_generator", make_generator),
-               (icl.core.tasks, "make_generator", make_generator), (icl.core.train, "train_step", train_step)]
+               (icl.core.tasks, "make_generator", make_generator), (icl.core.train, "train_step", marked(step)),
+               (icl.core.train, "shared_step", marked(shared))]
     lift = torch._C._only_lift_cpu_tensors()
     for module, name, value in patches:
         setattr(module, name, value)
@@ -221,7 +226,7 @@ def simulate():
             yield watch
     finally:
         torch._C._set_only_lift_cpu_tensors(lift)
-        icl.core.train.resolve_device, icl.core.train.make_generator, icl.core.tasks.make_generator, icl.core.train.train_step = \
-            resolve, make_gen, make_gen, step
+        icl.core.train.resolve_device, icl.core.train.make_generator, icl.core.tasks.make_generator = resolve, make_gen, make_gen
+        icl.core.train.train_step, icl.core.train.shared_step = step, shared
         icl.core.tasks._held_out.cache_clear()  # the held-out sets and spectra it placed on the device
         icl.core.tasks.spectra.cache_clear()

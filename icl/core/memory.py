@@ -110,14 +110,19 @@ def check_fits(cfg: RunConfig, depths: list[int] | None = None, device: str | No
                 "lower dim, context_length, batch_size or eval_contexts")
 
 
-def check_bytes(need: int, device: str, what: str, advice: str) -> None:
-    """ConfigError "memory: <what>, more than <the limit>; <advice>" (`what` holds {need}, the
-    estimate in GiB) if `need` bytes exceed the memory of `device` (auto, cpu or cuda)."""
+def device_memory(device: str) -> tuple[int, str]:
+    """`memory_limit` of the device that `device` (auto, cpu or cuda) resolves to."""
     if device != "cpu":
         from .train import resolve_device  # ConfigError where cuda is asked for and absent
 
         device = resolve_device(device).type
-    limit, where = memory_limit(device)
+    return memory_limit(device)
+
+
+def check_bytes(need: int, device: str, what: str, advice: str) -> None:
+    """ConfigError "memory: <what>, more than <the limit>; <advice>" (`what` holds {need}, the
+    estimate in GiB) if `need` bytes exceed the memory of `device` (auto, cpu or cuda)."""
+    limit, where = device_memory(device)
     if need > limit:
         raise ConfigError(f"memory: {what.format(need=f'{need / GIB:,.1f} GiB')}, more than {where} "
                           f"({limit / GIB:,.1f} GiB); {advice}")

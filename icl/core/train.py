@@ -191,9 +191,8 @@ def plateau(curve_steps: list[int], curve: list[float], total_steps: int) -> flo
     return float((smooth[at80] - end) / max(end, 1e-12))
 
 
-def train_step(stack: Stack, opt: StackAdam, base: RunConfig, gen: torch.Generator, step: int) -> tuple:
-    """One Adam update of every model of the stack on a fresh batch: (the stack's Output, (M,) losses)."""
-    batch = sample_batch(base, base.batch_size, gen)
+def update(stack: Stack, opt: StackAdam, base: RunConfig, batch: Batch, step: int) -> tuple:
+    """One Adam update of every model of the stack on `batch`: (the stack's Output, (M,) losses)."""
     out = stack(batch)
     losses = ((out.pred - batch.target[:, None]) ** 2).mean(0)  # (M,)
     opt.zero_grad()
@@ -202,57 +201,130 @@ def train_step(stack: Stack, opt: StackAdam, base: RunConfig, gen: torch.Generat
     return out, losses.detach()
 
 
-def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
-    """Train every config of one group in a single batched pass; one result dict per config."""
-    keys = {group_key(c) for c in cfgs}
-    if len(keys) != 1:
-        raise ValueError("train_group needs configs that differ only in depth and learning_rate")
-    base = cfgs[0]
-    device = resolve_device(base.device)
-    order = sorted(range(len(cfgs)), key=lambda i: -cfgs[i].depth) if model_class(base.model).cascade else list(range(len(cfgs)))
-    depths = [cfgs[i].depth for i in order]
-    assert depths == stack_order(base.model, depths)
-    torch.manual_seed(base.seed)
-    stack = build(base, depths).to(device)
-    opt = StackAdam(stack, torch.tensor([model_lr(cfgs[i]) for i in order], device=device))  # per-model rates
-    gen = make_generator(base.seed, device)
-    evalset, valset = held_out(base, device, EVAL_SEED), held_out(base, device, VALIDATION_SEED)
-    omega = power_spectrum(base.dim, base.task_exponent, device)
-    checkpoints = sorted({round(i * base.steps / base.eval_points) for i in range(base.eval_points + 1)})
-    curve, modes, focus = [], [], []
-    first_bad = torch.full((len(cfgs),), -1, device=device)  # (M,) first step with a NaN/inf loss
+def train_step(stack: Stack, opt: StackAdam, base: RunConfig, gen: torch.Generator, step: int) -> tuple:
+    """One Adam update of every model of the stack on a fresh batch: (the stack's Output, (M,) losses)."""
+    return update(stack, opt, base, sample_batch(base, base.batch_size, gen), step)
 
-    curve_set = evalset.slice(0, base.curve_contexts)  # the loss along training: a subset, for speed
 
-    def record() -> None:
-        curve.append(relative_losses(stack, curve_set))
+class GroupPass:
+    """One group's stack, optimiser and records while it trains: its models see the batches that
+    `train_groups` hands every group of the pass, and keep their own checkpoints."""
+
+    def __init__(self, cfgs: list[RunConfig], device: torch.device):
+        if len({group_key(c) for c in cfgs}) != 1:
+            raise ValueError("train_group needs configs that differ only in depth and learning_rate")
+        self.cfgs, base = cfgs, cfgs[0]
+        self.order = sorted(range(len(cfgs)), key=lambda i: -cfgs[i].depth) if model_class(base.model).cascade else list(range(len(cfgs)))
+        depths = [cfgs[i].depth for i in self.order]
+        assert depths == stack_order(base.model, depths)
+        torch.manual_seed(base.seed)  # before each group's build: its initial weights are its own
+        self.stack = build(base, depths).to(device)
+        self.opt = StackAdam(self.stack, torch.tensor([model_lr(cfgs[i]) for i in self.order], device=device))  # per-model rates
+        self.device = device
+        self.evalset, self.valset = held_out(base, device, EVAL_SEED), held_out(base, device, VALIDATION_SEED)
+        self.curve_set = self.evalset.slice(0, base.curve_contexts)  # the loss along training: a subset, for speed
+        self.omega = power_spectrum(base.dim, base.task_exponent, device)
+        self.checkpoints = sorted({round(i * base.steps / base.eval_points) for i in range(base.eval_points + 1)})
+        self.curve, self.modes, self.focus = [], [], []
+        self.first_bad = torch.full((len(cfgs),), -1, device=device)  # (M,) first step with a NaN/inf loss
+
+    def record(self) -> None:
+        base = self.cfgs[0]
+        self.curve.append(relative_losses(self.stack, self.curve_set))
         if base.track_modes:
-            modes.append(mode_losses(stack, evalset, omega))
+            self.modes.append(mode_losses(self.stack, self.evalset, self.omega))
         if base.track_focus:
-            focus.append(focus_stats(stack, evalset))
+            self.focus.append(focus_stats(self.stack, self.evalset))
 
+    def step(self, batch: Batch, step: int) -> None:
+        """One Adam update of every model on `batch`. Whether a model's loss broke is noted on
+        the device, and read by `check` every 25 steps (a read syncs a GPU), so the error names the
+        step where the loss first broke, not the step it was noticed."""
+        out, losses = update(self.stack, self.opt, self.cfgs[0], batch, step)
+        broke = own_nonfinite(self.stack, out.layer_preds, losses)
+        self.first_bad = torch.where((self.first_bad < 0) & broke, step, self.first_bad)
+
+    def check(self, step: int) -> None:
+        """A DivergenceError naming the models whose loss broke, read every 25 steps and at the last."""
+        if step % 25 == 0 or step == self.cfgs[0].steps - 1:
+            check_finite(self.first_bad, self.cfgs, self.order)
+
+    def finish(self, wall: float, models_in_pass: int) -> list[dict]:
+        self.record()
+        if not np.isfinite(self.curve[-1]).all():
+            final = torch.as_tensor(self.curve[-1], device=self.device)  # beside the layers' predictors, on the device
+            bad = own_nonfinite(self.stack, predict(self.stack, self.evalset)[1], final).nonzero().flatten().tolist()
+            raise DivergenceError("training diverged: the final evaluation loss is NaN or inf for "
+                                  + "; ".join(describe(self.cfgs[self.order[m]]) for m in bad), [self.order[m] for m in bad])
+        return group_results(self.cfgs, self.order, self.device, self.checkpoints, self.curve, self.modes, self.focus,
+                             self.omega, summarise(self.stack, self.evalset, self.valset), wall, models_in_pass)
+
+
+def data_key(cfg: RunConfig) -> tuple:
+    """Groups with equal keys draw the same batches (same seed, task, shapes, steps): they can
+    train in one pass, sharing each batch, and the rank of their attention may differ."""
+    return tuple(sorted({**dict(group_key(cfg)), "key_dim": 0}.items()))
+
+
+def train_groups(groups: list[list[RunConfig]], progress: bool = True) -> list[list[dict] | DivergenceError]:
+    """Train several groups that draw the same batches (equal `data_key`) in one pass: each batch
+    is drawn once and every group's stack takes its step on it. A group's numbers are those it
+    gets trained alone (its own initial weights, the same batches, the same arithmetic); drawing
+    a batch costs as much as a step of a small stack, so sharing it saves up to half the time.
+    Per group: its results, or the DivergenceError that stopped it (the other groups go on)."""
+    if len({data_key(g[0]) for g in groups}) != 1:
+        raise ValueError("train_groups needs groups that draw the same batches (equal data_key)")
+    base = groups[0][0]
+    device = resolve_device(base.device)
+    passes = [GroupPass(g, device) for g in groups]
+    errors: list[DivergenceError | None] = [None] * len(groups)
+    gen = make_generator(base.seed, device)
+    depths = sorted({c.depth for g in groups for c in g})
     start = time.perf_counter()
     bar = tqdm(total=base.steps, disable=not progress, mininterval=2.0, leave=False,
-               desc=f"{base.model}/{base.task} L={','.join(map(str, sorted(set(depths))))}")
+               desc=f"{base.model}/{base.task} L={','.join(map(str, depths))}"
+                    + (f" k={','.join(str(g[0].key_dim) for g in groups)}" if len(groups) > 1 else ""))
     for step in range(base.steps):
-        if step in checkpoints:
-            record()
-        out, losses = train_step(stack, opt, base, gen, step)
-        # Noted on the device at every step, read every 25 steps (a read syncs a GPU), so the
-        # error names the step where the loss first broke, not the step it was noticed.
-        first_bad = torch.where((first_bad < 0) & own_nonfinite(stack, out.layer_preds, losses), step, first_bad)
-        if step % 25 == 0 or step == base.steps - 1:
-            check_finite(first_bad, cfgs, order)
+        live = [i for i, err in enumerate(errors) if err is None]
+        if not live:
+            break
+        for i in live:
+            if step in passes[i].checkpoints:
+                passes[i].record()
+        shared_step([passes[i] for i in live], base, gen, step)
+        for i in live:
+            try:
+                passes[i].check(step)
+            except DivergenceError as err:
+                errors[i] = err
         bar.update(1)
     bar.close()
-    record()
     wall = time.perf_counter() - start
-    if not np.isfinite(curve[-1]).all():
-        final = torch.as_tensor(curve[-1], device=device)  # beside the layers' predictors, on the device
-        bad = own_nonfinite(stack, predict(stack, evalset)[1], final).nonzero().flatten().tolist()
-        raise DivergenceError("training diverged: the final evaluation loss is NaN or inf for "
-                              + "; ".join(describe(cfgs[order[m]]) for m in bad), [order[m] for m in bad])
-    return group_results(cfgs, order, device, checkpoints, curve, modes, focus, omega, summarise(stack, evalset, valset), wall)
+    out = []
+    for p, err in zip(passes, errors):
+        if err is None:
+            try:
+                out.append(p.finish(wall, sum(len(g) for g in groups)))
+                continue
+            except DivergenceError as e:
+                err = e
+        out.append(err)
+    return out
+
+
+def shared_step(passes: list[GroupPass], base: RunConfig, gen: torch.Generator, step: int) -> None:
+    """One fresh batch, and on it one update of every pass."""
+    batch = sample_batch(base, base.batch_size, gen)
+    for p in passes:
+        p.step(batch, step)
+
+
+def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
+    """Train every config of one group in a single batched pass; one result dict per config."""
+    result = train_groups([cfgs], progress)[0]
+    if isinstance(result, DivergenceError):
+        raise result
+    return result
 
 
 def own_nonfinite(stack: Stack, layer_preds: torch.Tensor | None, losses: torch.Tensor) -> torch.Tensor:
@@ -291,6 +363,13 @@ def train_finite(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
     return [results[i] for i in range(len(cfgs))]
 
 
+def train_finite_together(groups: list[list[RunConfig]], progress: bool = True) -> list[list[dict]]:
+    """`train_finite` of several groups that draw the same batches, in one pass (`train_groups`);
+    a group in which a model broke trains again alone, as train_finite would have it."""
+    results = train_groups(groups, progress)
+    return [train_finite(g, progress) if isinstance(r, DivergenceError) else r for g, r in zip(groups, results)]
+
+
 def diverged_record(cfg: RunConfig, step: int | None) -> dict:
     """What the run cache keeps of a run that diverged, so that a rerun neither trains it again
     (unless asked) nor its group's other runs (cache.DIVERGED_FIELDS)."""
@@ -305,7 +384,7 @@ def is_diverged(result: dict | None) -> bool:
 
 
 def group_results(cfgs: list[RunConfig], order: list[int], device: torch.device, checkpoints: list[int], curve: list,
-                  modes: list, focus: list, omega: torch.Tensor, final: dict, wall: float) -> list[dict]:
+                  modes: list, focus: list, omega: torch.Tensor, final: dict, wall: float, models_in_pass: int) -> list[dict]:
     """One result dict per config, in the order of cfgs (model m of the stack is cfgs[order[m]]).
     curve, modes, focus: what `record` took at each checkpoint ((M,) losses, (M, d) mode-wise
     losses, focusing statistics; the last two empty when not tracked); final: `summarise`'s."""
@@ -323,7 +402,7 @@ def group_results(cfgs: list[RunConfig], order: list[int], device: torch.device,
             "loss_curve": {"step": checkpoints, "loss": [float(c[m]) for c in curve]},
             "wall_seconds": wall,
             "steps_per_second": base.steps / wall,
-            "models_in_pass": len(cfgs),
+            "models_in_pass": models_in_pass,
         }
         r["plateau"] = plateau(checkpoints, r["loss_curve"]["loss"], base.steps)
         r["converged"] = bool(r["plateau"] < base.plateau_tolerance)

@@ -14,9 +14,9 @@ from tqdm import tqdm
 
 from ..core.config import ConfigError, RunConfig, excerpt, field_names
 from ..core.suggest import did_you_mean
-from ..core.train import group_key, is_diverged, train_finite
+from ..core.train import data_key, group_key, is_diverged, train_finite, train_finite_together
 from .cache import RunCache
-from ..core.memory import check_fits
+from ..core.memory import check_fits, device_memory, estimate_bytes
 from .files import rescue
 
 # Plural keys of a sweep file and the RunConfig field each one varies, outermost first: runs come
@@ -141,6 +141,28 @@ def groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
     return list(out.values())
 
 
+def passes(todo: list[list[RunConfig]], share: float = 0.25) -> list[list[list[RunConfig]]]:
+    """The groups of `todo` as training passes: groups that draw the same batches (`data_key`,
+    e.g. one seed's sweeps at several ranks) share a pass, as many as fit together in `share` of
+    the device's memory (a pass holds every stack it trains at once); first-seen order."""
+    out: dict[tuple, list[list[list[RunConfig]]]] = {}
+    for group in todo:
+        limit = share * device_memory(group[0].device)[0]
+        sets = out.setdefault(data_key(group[0]), [[]])
+        need = lambda gs: sum(estimate_bytes(g[0], [c.depth for c in g]) for g in gs)
+        if sets[-1] and need(sets[-1] + [group]) > limit:
+            sets.append([])
+        sets[-1].append(group)
+    return [p for sets in out.values() for p in sets]
+
+
+def train_pass(together: list[list[RunConfig]], progress: bool) -> list[list[dict]]:
+    """One pass of `passes`: a lone group through train_finite, several through train_finite_together."""
+    if len(together) == 1:
+        return [train_finite(together[0], progress=progress)]
+    return train_finite_together(together, progress=progress)
+
+
 def check_before_training(todo: list[list[RunConfig]], cache: RunCache, folders, memory: bool = True) -> None:
     """ConfigError if a group cannot fit in this machine's memory or the cache (the shard `folders`
     included) cannot take its results."""
@@ -186,9 +208,10 @@ def run_sweep(cfgs: list[RunConfig], cache: RunCache | None = None, progress: bo
     else:
         bar = tqdm(total=len(results), initial=len(results) - sum(map(len, todo)), disable=not progress,
                    desc="runs", unit="run", leave=False)
-        for group in todo:
-            keep(group, train_finite(group, progress=progress))
-            bar.update(len(group))
+        for together in passes(todo):
+            for group, rs in zip(together, train_pass(together, progress)):
+                keep(group, rs)
+                bar.update(len(group))
         bar.close()
     if unstored:
         rescue_runs(cache, [(c, results[c]) for c, _ in unstored], unstored[0][1])
