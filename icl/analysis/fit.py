@@ -131,7 +131,8 @@ def _least_squares(p: np.ndarray, logL, logR, sigma, fixed, caps, max_iter: int)
                 A[..., 2, 2] = np.where(held, 1.0, A[..., 2, 2])
             scale = np.maximum(np.diagonal(A, axis1=-2, axis2=-1), 1e-30)  # Marquardt: damp each parameter on its own scale
             M = A + (lam[..., None] * scale)[..., None] * np.eye(p.shape[-1])
-            stuck = ~np.isfinite(np.linalg.det(M)) | (np.linalg.det(M) == 0)  # e.g. c L^-alpha underflowed
+            det = np.linalg.det(M)
+            stuck = ~np.isfinite(det) | (det == 0)  # e.g. c L^-alpha underflowed
             M[stuck], g[stuck] = np.eye(p.shape[-1]), 0.0  # no step: the damping grows until it gives up
             step = np.linalg.solve(M, -g[..., None])[..., 0]
             trial = p + step
