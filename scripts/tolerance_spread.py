@@ -15,7 +15,7 @@ import os
 
 import torch
 
-from icl.core import native
+from icl.core.accel import native
 from icl.running.bench import perturbed
 from icl.core.config import RunConfig
 from icl.core.models import build, stack_order

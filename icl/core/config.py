@@ -11,6 +11,7 @@ import reprlib
 from dataclasses import dataclass, fields
 from typing import Any
 
+from .attention import NONLINEARITIES
 from .suggest import did_you_mean
 
 MODELS = ("linear", "softmax", "shared_stream", "untied_values", "context_updates")
@@ -75,6 +76,7 @@ class RunConfig:
     residual_scale: str = "inverse_depth"  # 1/L on every update keeps the output O(1) in L (ours)
     init_scale: float = 1.0  # initial query/key scores have standard deviation ~ init_scale**2
     subspace: str = "learned"  # learned | random | tiled: frozen subspaces of Q_l, K_l (the mechanism's ablation)
+    attention: str = "softmax"  # the nonlinearity of a softmax-family model's attention (icl.core.attention)
     # --- the task (paper §2.1)
     task: str = "difficult"  # easy (copy the matching label) | difficult (mean of top-k labels)
     top_k: int = 2  # k of the difficult task; top-2 is the paper's main case
@@ -134,7 +136,7 @@ class RunConfig:
 
 _NAMES = tuple(f.name for f in fields(RunConfig))
 # field -> the default that gives the models before it
-LATER_FIELDS = {"heads": 1, "tie_layers": False, "lr_inverse_depth_exponent": 0.0}
+LATER_FIELDS = {"heads": 1, "tie_layers": False, "lr_inverse_depth_exponent": 0.0, "attention": "softmax"}
 _TYPES = {f.name: type(f.default) for f in fields(RunConfig)}
 _FLOATS = tuple(name for name in _NAMES if _TYPES[name] is float)
 
@@ -200,6 +202,10 @@ def validate(c: RunConfig) -> None:
     _choice("schedule", c.schedule, SCHEDULES)
     _choice("residual_scale", c.residual_scale, RESIDUAL_SCALES)
     _choice("subspace", c.subspace, SUBSPACES)
+    _choice("attention", c.attention, tuple(NONLINEARITIES))
+    if c.attention != "softmax" and c.model == "linear":
+        raise ConfigError(f"attention: {c.attention!r} is allowed only for the softmax-family models "
+                          f"(here model 'linear', whose attention is linear by definition)")
     if c.subspace != "learned" and (c.model not in ("softmax", "untied_values") or c.resolved_key_dim >= c.dim):
         raise ConfigError(f"subspace: {c.subspace!r} is allowed only for the softmax and untied_values models "
                           f"with key_dim < dim (here model {c.model!r}, key_dim {c.resolved_key_dim}, dim {c.dim})")

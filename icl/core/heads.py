@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from .attention import weights
+
 
 def split_heads(W: torch.Tensor, h: int) -> torch.Tensor:
     """A layer's rows (T, h k, d) -> one row block per head, (T h, k, d): heads as layers."""
@@ -28,16 +30,17 @@ def head_mean(t: torch.Tensor, h: int, dim: int) -> torch.Tensor:
     return t.unflatten(dim, (shape[dim] // h, h)).mean(dim + 1)
 
 
-def stream_layer(z, qk, V, step, P, h):
-    """SharedStream.layer with h heads: z (n, B, P+1, D), qk (n, D, 2 h k) = [Q^T K^T] of the layer's
-    heads, V (n, D, h D) = [V_1 ... V_h], step (n,). Returns the update
-    dz = s sum_i (A_i z) V_i^T (n, B, P+1, D) and the heads' mean attention (n, B, P+1, P)."""
+def stream_layer(z, qk, V, step, P, h, kind="softmax"):
+    """One layer of SharedStream for n models, with h heads (h = 1 included) and the nonlinearity
+    `kind`: z (n, B, P+1, D) states (query last), qk (n, D, 2 h k) = [Q^T K^T] of the layer's heads,
+    V (n, D, h D) = [V_1 ... V_h], step (n,). Returns the update
+    dz = s sum_i (A_i z) V_i^T (n, B, P+1, D) and the heads' attention (n, B, h, P+1, P)."""
     n, B, _, D = z.shape
     k = qk.shape[-1] // (2 * h)
     proj = (z.reshape(n, B * (P + 1), D) @ qk).view(n * B, P + 1, 2, h, k).permute(2, 0, 3, 1, 4)  # (2, n B, h, P+1, k)
     q, key = proj[0], proj[1][:, :, :P]  # (n B, h, P+1, k), (n B, h, P, k)
-    att = torch.softmax(q @ key.transpose(-1, -2), -1)  # (n B, h, P+1, P)
+    att = weights(q @ key.transpose(-1, -2), kind)  # (n B, h, P+1, P)
     read = att @ z.reshape(n * B, 1, P + 1, D)[:, :, :P]  # (n B, h, P+1, D) A_i z
     read = read.transpose(1, 2).reshape(n, B * (P + 1), h * D)  # heads side by side, as in V
     dz = (read @ (V.transpose(1, 2) * step[:, None, None])).view(n, B, P + 1, D)
-    return dz, att.mean(1).view(n, B, P + 1, P)
+    return dz, att.view(n, B, h, P + 1, P)

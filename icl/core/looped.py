@@ -1,5 +1,5 @@
 """The generalised models' first implementations (context_updates, shared_stream), kept as the
-baseline the bench times their fast versions (icl.core.models, icl/core/kernels) against: layer j of the
+baseline the bench times their fast versions (icl.core.models, icl/core/accel/kernels) against: layer j of the
 models deeper than j, one einsum per term, the per-layer predictors assigned model by model.
 Same parameters, same names as the fast stacks. Correctness is judged against icl.core.reference,
 like every other path (tests/core/test_reference.py).

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from . import native
+from .accel import native
+from .accel.functions import ContextKernel, SoftmaxLayers, StreamLayers, Workspace
+from .attention import KERNEL_NONLINEARITY, weights
 from .heads import head_mean, split_heads, stream_layer
-from .layers import ContextRecurrence, QueryReadout, SoftmaxLayers, StreamLayers, Workspace, project
 from .config import RunConfig
 from .tasks import Batch, gaussian
 
@@ -99,6 +100,53 @@ class Stack(nn.Module):
         """(B, T) per-layer predictors -> (B, M) predictions: the mean over each model's layers."""
         return g @ self.layer_mean
 
+    def kernel(self, name: str, tokens: int, *tensors: torch.Tensor) -> bool:
+        """Whether this forward pass runs in the C kernel `name` (icl.core.accel): it computes
+        softmax only, on CPU float32 tensors; everything else trains through autograd."""
+        return self.cfg.attention == KERNEL_NONLINEARITY and native.usable(name, tokens, *tensors)
+
+
+def project(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    """x (B, P, d), W (n, c, d) -> W_m x_mu feature-major, (n, B, c, P): one (n c, d) x (d, B P) product."""
+    (B, P, d), (n, c, _) = x.shape, W.shape
+    return (W.reshape(n * c, d) @ x.reshape(B * P, d).T).view(n, c, B, P).transpose(1, 2).contiguous()
+
+
+def query_readout(a: torch.Tensor, x: torch.Tensor, y: torch.Tensor, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """f_t = sum_mu A_t,mu y_mu with A_t = weights(a_t . x_mu) for every layer (or head) t:
+    a (B, T, d) = K_t^T Q_t x_q, x (B, P, d), y (B, P) or per layer (B, T, P). Returns f (B, T)
+    and the weights A (B, T, P)."""
+    att = weights(a @ x.transpose(1, 2), kind)  # (B, T, P)
+    f = (att @ y.unsqueeze(-1)).squeeze(-1) if y.dim() == 2 else (att * y).sum(-1)
+    return f, att
+
+
+def context_attention(qk: torch.Tensor, kind: str) -> torch.Tensor:
+    """Context-to-context weights from qk = [qx; kx] (n, B, 2k, P), feature-major: (n B, P, P)."""
+    n, B, k2, P = qk.shape
+    qk = qk.reshape(n * B, k2, P)
+    return weights(qk[:, : k2 // 2].transpose(1, 2) @ qk[:, k2 // 2 :], kind)
+
+
+def context_states(x, Q, K, u, y, counts: list[int], kind: str) -> torch.Tensor:
+    """The context states of ContextUpdates, layer by layer, for all models at once:
+    h_{j+1} = h_j + u_j A_j h_j with A_j = weights((Q_j x)(K_j x)^T) (scores from the fixed inputs),
+    for the n_{j+1} models that have a layer j + 1. x (B, P, d); Q, K (T, k, d) and u (T,) in
+    `Cascade.by_layer` order; y (B, P). Returns every state some query reads, h_j of the n_j
+    models deeper than j, stacked layer index first: (T, B, P)."""
+    B, P, _ = x.shape
+    h, states, start = y.expand(counts[0], B, P), [], 0
+    for j, n in enumerate(counts):
+        states.append(h)
+        if j + 1 < len(counts):  # layer j moves the states of the models with a layer j + 1
+            nxt = counts[j + 1]
+            rows = slice(start, start + nxt)
+            A = context_attention(project(x, torch.cat([Q[rows], K[rows]], 1)), kind)  # (nxt B, P, P)
+            read = (A @ h[:nxt].reshape(nxt * B, P, 1)).view(nxt, B, P)  # (A h)_mu
+            h = h[:nxt] + u[rows, None, None] * read
+        start += n
+    return torch.cat(states)
+
 
 class SoftmaxEnsemble(Stack):
     """Fixed context labels, so y_hat = c * sum_l sum_mu A^l_{q,mu} y_mu: an ensemble of L
@@ -111,10 +159,11 @@ class SoftmaxEnsemble(Stack):
     the mean of its heads'; with tie_layers one Q, K (and value) per model is read at every depth.
 
     Only the query row of attention is computed, for all layers at once: a_t = K_t^T Q_t x_q, then
-    QueryReadout; on the CPU the whole of it runs in icl/kernels/softmax_ensemble.c
-    (SoftmaxLayers), one context at a time through every layer. The same model written the plain way (each layer full masked attention over all
-    P + 1 tokens, the query's state h_q <- h_q + s A h) is `icl.reference.Softmax`, which
-    tests/test_reference.py compares this one with.
+    `query_readout`, through autograd; on the CPU the whole of it runs in the C kernel
+    accel/kernels/softmax_ensemble.c (SoftmaxLayers), one context at a time through every layer.
+    The same model written the plain way (each layer full masked attention over all P + 1 tokens,
+    the query's state h_q <- h_q + s A h) is `icl.core.reference.Softmax`, which
+    tests/core/test_reference.py compares both paths with.
     """
 
     def __init__(self, cfg: RunConfig, depths: list[int], untied: bool = False):
@@ -131,7 +180,7 @@ class SoftmaxEnsemble(Stack):
         Q, K, h = self.per_layer(self.query), self.per_layer(self.key), self.heads  # (T, h k, d)
         if h > 1:  # every head a layer of its own, weighted c_l / h: a layer's predictor is its heads' mean
             Q, K, c = split_heads(Q, h), split_heads(K, h), c.repeat_interleave(h) / h  # (T h, k, d), (T h,)
-        if not attention and native.usable("softmax_ensemble", batch.x.shape[1], batch.x, Q):
+        if not attention and self.kernel("softmax_ensemble", batch.x.shape[1], batch.x, Q):
             g = SoftmaxLayers.apply(Q, K, c, batch.x, batch.xq, batch.y, self.workspace,
                                      torch.is_grad_enabled())  # (B, T h) in C
             g = g if h == 1 else g.unflatten(1, (-1, h)).sum(-1)  # (B, T)
@@ -139,11 +188,11 @@ class SoftmaxEnsemble(Stack):
         # x_mu . (K_l^T Q_l x_q): one (B, d) x (d, T*d) product through the merged K_l^T Q_l.
         merged = torch.einsum("tkd,tke->tde", K, Q)  # (T h, d, d) K_l^T Q_l, per head
         a = (batch.xq @ merged.flatten(0, 1).T).unflatten(1, merged.shape[:2])  # (B, T h, d)
-        f, att = QueryReadout.apply(a, batch.x, batch.y)  # (B, T h) each head's weighted label
+        f, att = query_readout(a, batch.x, batch.y, self.cfg.attention)  # (B, T h) each head's weighted label
         g = f * c
         if h > 1:  # (B, T): each layer's heads summed (weighted 1/h), their attention averaged
             g, att = g.unflatten(1, (-1, h)).sum(-1), head_mean(att, h, 1)
-        return Output(self.ensemble(g), g, att if attention else None)
+        return Output(self.ensemble(g), g, att.detach() if attention else None)
 
 
 class Cascade(Stack):
@@ -217,9 +266,10 @@ class ContextUpdates(Cascade):
     """The controlled softmax model whose context labels are updated by softmax attention among
     context tokens, h_mu <- h_mu + u_l sum_nu A_{mu,nu} h_nu, with a learned scalar u_l (§C.3).
 
-    Context attention depends on the inputs only; the states evolve in ContextRecurrence, all
-    models at once; the query rows are QueryReadout's. The plain algebra, one model at a time, is
-    `icl.reference.ContextUpdates`, which the tests compare it with."""
+    Context attention depends on the inputs only; the states evolve in `context_states`, all
+    models at once (on the CPU in the C kernel accel/kernels/context_updates.c, ContextKernel); the
+    query rows are `query_readout`'s. The plain algebra, one model at a time, is
+    `icl.core.reference.ContextUpdates`, which the tests compare both paths with."""
 
     def __init__(self, cfg: RunConfig, depths: list[int]):
         super().__init__(cfg, depths, cfg.dim)
@@ -230,18 +280,22 @@ class ContextUpdates(Cascade):
     def forward(self, batch: Batch, attention: bool = False) -> Output:
         Q, K = (self.per_layer(p, self.by_layer) for p in (self.query, self.key))  # (T, k, d), layer index first
         u = self.per_layer(self.context_scalar, self.by_layer)  # (T,)
-        states = ContextRecurrence.apply(batch.x, Q, K, u, batch.y, self.counts, self.workspace,
-                                         torch.is_grad_enabled())  # (T, B, P)
+        kind = self.cfg.attention
+        if self.kernel("context_updates", batch.x.shape[1], batch.x, Q, K, u, batch.y):
+            states = ContextKernel.apply(batch.x, Q, K, u, batch.y, self.counts, self.workspace,
+                                         torch.is_grad_enabled())  # (T, B, P) in C
+        else:
+            states = context_states(batch.x, Q, K, u, batch.y, self.counts, kind)
         a = torch.einsum("tkd,btk->btd", K, torch.einsum("tkd,bd->btk", Q, batch.xq))  # (B, T, d) K^T Q x_q
-        f, att = QueryReadout.apply(a, batch.x, states.transpose(0, 1))  # (B, T)
+        f, att = query_readout(a, batch.x, states.transpose(0, 1), kind)  # (B, T)
         owner = self.layer_model[self.by_layer]
         g = (f * (self.readout[owner] * self.layer_gain[self.by_layer]))[:, self.from_by_layer]  # (B, T)
         out = Output(self.ensemble(g), g)
         if attention:
             B, P = batch.y.shape
-            ctx = ContextRecurrence.attention(project(batch.x, torch.cat([Q, K], 1))).view(-1, B, P, P)  # (T, B, P, P)
-            out.query_attention = att[:, self.from_by_layer]
-            out.context_attention = ctx.transpose(0, 1)[:, self.from_by_layer]
+            ctx = context_attention(project(batch.x, torch.cat([Q, K], 1)), kind).view(-1, B, P, P)  # (T, B, P, P)
+            out.query_attention = att.detach()[:, self.from_by_layer]
+            out.context_attention = ctx.detach().transpose(0, 1)[:, self.from_by_layer]
         return out
 
 
@@ -275,8 +329,8 @@ class SharedStream(Cascade):
         z = torch.cat([torch.cat([batch.x, batch.y.unsqueeze(-1)], -1),
                        torch.cat([batch.xq, batch.xq.new_zeros(B, 1)], -1).unsqueeze(1)], 1)  # (B, P+1, D)
         base = z[:, P] @ self.readout.T  # (B, M) r . z_q^0
-        # Several heads: the torch path only (the C kernel computes one head per layer).
-        if self.heads == 1 and not attention and native.usable("shared_stream", P, z, self.query, self.value):
+        # Several heads: autograd only (the C kernel computes one head per layer).
+        if self.heads == 1 and not attention and self.kernel("shared_stream", P, z, self.query, self.value):
             return self.forward_native(z, base)
         z = z.expand(M, B, P + 1, D)  # (M, B, P+1, D), models first: the active ones are z[:n]
         qk = self.per_layer(torch.cat([self.query, self.key], 1), self.by_layer)  # (T, 2 h k, D) layer index first
@@ -286,12 +340,9 @@ class SharedStream(Cascade):
             if n < z.shape[0]:
                 finished.append(z[n:, :, P])
                 z = z[:n]
-            if self.heads == 1:
-                dz, att = self.layer(z, qk[j], self.value[:n], self.update_scale[:n], P)
-            else:
-                dz, att = stream_layer(z, qk[j], self.value[:n], self.update_scale[:n], P, self.heads)
+            dz, att = stream_layer(z, qk[j], self.value[:n], self.update_scale[:n], P, self.heads, self.cfg.attention)
             contrib.append(dz[:, :, P] @ self.readout[:n, :, None])  # (n, B, 1) r . Delta_l
-            att_q.append(att[:, :, P] if attention else None)
+            att_q.append(att[:, :, :, P].mean(2) if attention else None)  # (n, B, P) the heads' mean
             z = z + dz
         zq = torch.cat([z[:, :, P]] + finished[::-1])  # (M, B, D)
         pred = (zq * self.readout[:, None]).sum(-1).T  # (B, M)
@@ -309,18 +360,6 @@ class SharedStream(Cascade):
         contrib = (dzq * self.readout[owner, None]).sum(-1).T  # (B, T) r . Delta_l
         pred = (zq * self.readout[:, None]).sum(-1).T  # (B, M)
         return Output(pred, (base[:, owner] + self.layer_depth * contrib)[:, self.from_by_layer])
-
-    @staticmethod
-    def layer(z, qk, V, step, P):
-        """One layer for n models: z (n, B, P+1, D) states (query last), qk (n, D, 2k) [Q^T K^T],
-        V (n, D, D), step (n,). Returns the update (n, B, P+1, D) and the attention (n, B, P+1, P)."""
-        n, B, _, D = z.shape
-        k = qk.shape[-1] // 2
-        proj = (z.reshape(n, B * (P + 1), D) @ qk).view(n * B, P + 1, 2 * k)  # (n B, P+1, 2k)
-        att = torch.softmax(proj[..., :k] @ proj[:, :P, k:].transpose(1, 2), -1)  # (n B, P+1, P)
-        read = att @ z.reshape(n * B, P + 1, D)[:, :P]  # (n B, P+1, D)
-        dz = (read.view(n, B * (P + 1), D) @ (V.transpose(1, 2) * step[:, None, None])).view(n, B, P + 1, D)
-        return dz, att.view(n, B, P + 1, P)
 
 
 def model_class(model: str) -> type[Stack]:

@@ -3,7 +3,7 @@
 Written the way a reader would write them: a loop over layers, every layer full masked attention
 over the P context tokens and the query (the query is the last of P + 1 tokens, and no token
 attends to it), the paper's equation beside each line. Nothing here is fast; everything fast in
-icl (the batched stacks of models.py, the C kernels of icl/core/kernels) is tested against it
+icl (the batched stacks of models.py, the C kernels of icl/core/accel/kernels) is tested against it
 (tests/core/test_reference.py), and the bench checks that both compute the same before it times them.
 
 Every model is built from model m of a fast stack (`from_stack(stack, m)`: the same weights,
@@ -20,6 +20,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .attention import weights
+
 
 def tokens_of(x: torch.Tensor, xq: torch.Tensor) -> torch.Tensor:
     """The P context inputs and the query as one sequence, the query last: (B, P+1, d)."""
@@ -33,15 +35,20 @@ def attends(P: int, device=None) -> torch.Tensor:
     return mask
 
 
-def attention(Q: torch.Tensor, K: torch.Tensor, z: torch.Tensor, linear: bool = False) -> torch.Tensor:
-    """A_{i,j} for all P+1 rows: scores s_ij = (Q z_i).(K z_j), masked; softmax over j, or for
-    linear attention s_ij / P. Q, K (dk, D); z (B, P+1, D) -> (B, P+1, P+1)."""
+def attention(Q: torch.Tensor, K: torch.Tensor, z: torch.Tensor, linear: bool = False,
+              kind: str = "softmax") -> torch.Tensor:
+    """A_{i,j} for all P+1 rows: scores s_ij = (Q z_i).(K z_j), masked; the nonlinearity `kind`
+    over j (icl.core.attention: softmax in the paper), or for linear attention s_ij / P.
+    Q, K (dk, D); z (B, P+1, D) -> (B, P+1, P+1)."""
     P = z.shape[1] - 1
     s = (z @ Q.T) @ (z @ K.T).transpose(1, 2)  # (B, P+1, P+1)  s_ij = (Q z_i) . (K z_j)
     mask = attends(P, z.device)  # (P+1, P+1)
     if linear:
         return s * mask / P  # A_ij = s_ij / P                  (§2, linear attention)
-    return torch.softmax(s.masked_fill(~mask, float("-inf")), -1)  # A_ij = softmax_j s_ij   (§2)
+    readable = mask.all(0)  # (P+1,) every row reads the same tokens: the context, not the query
+    A = s.new_zeros(s.shape)  # weight 0 on what a row may not read
+    A[..., readable] = weights(s[..., readable], kind)  # A_ij = softmax_j s_ij   (§2)
+    return A
 
 
 def heads_of(Q: torch.Tensor, K: torch.Tensor, h: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -52,10 +59,12 @@ def heads_of(Q: torch.Tensor, K: torch.Tensor, h: int) -> list[tuple[torch.Tenso
 class Plain(nn.Module):
     """One model of depth L: its parameters, copied from a fast stack, under the stack's names."""
 
-    def __init__(self, params: dict[str, torch.Tensor], step: float, depth: int, heads: int = 1, tied: bool = False):
+    def __init__(self, params: dict[str, torch.Tensor], step: float, depth: int, heads: int = 1, tied: bool = False,
+                 kind: str = "softmax"):
         super().__init__()
         self.step = step  # s: the residual factor, 1/L or 1
         self.depth, self.heads, self.tied = depth, heads, tied  # L; h heads per layer; one layer at every depth
+        self.kind = kind  # the attention nonlinearity (icl.core.attention)
         for name, p in params.items():
             setattr(self, name, nn.Parameter(p.detach().clone()))
 
@@ -64,7 +73,7 @@ class Plain(nn.Module):
         """Model m of a stack: per-layer parameters sliced to its L layers, per-model ones to row m."""
         cfg, L = stack.cfg, stack.depths[m]
         step = 1.0 / L if cfg.residual_scale == "inverse_depth" else 1.0
-        return cls(model_params(stack, m), step, L, cfg.heads, cfg.tie_layers)
+        return cls(model_params(stack, m), step, L, cfg.heads, cfg.tie_layers, cfg.attention)
 
     def at(self, name: str, l: int) -> torch.Tensor:
         """Layer l's row of a per-layer parameter: its own, or in a looped model the one layer's."""
@@ -117,7 +126,7 @@ class Softmax(Plain):
             v = self.at("value", l) if hasattr(self, "value") else 1.0  # v_l
             read = 0.0
             for Q, K in heads_of(self.at("query", l), self.at("key", l), self.heads):  # (k, d) each
-                A = attention(Q, K, z)  # (B, P+1, P+1)
+                A = attention(Q, K, z, kind=self.kind)  # (B, P+1, P+1)
                 read = read + (A @ h.unsqueeze(-1)).squeeze(-1)[:, P] / self.heads  # (B,)  mean_i sum_mu A^i_q,mu y_mu
             hq = hq + self.step * v * read  # (B,)                  h_q <- h_q + s v_l (A h)_q
             g.append(self.depth * self.step * self.readout * v * read)  # (B,)  g_l
@@ -135,7 +144,7 @@ class ContextUpdates(Plain):
         h = torch.cat([y, y.new_zeros(B, 1)], 1)  # (B, P+1)       h_mu = y_mu, h_q = 0
         hq, g = h[:, P], []
         for l in range(self.depth):
-            A = attention(self.at("query", l), self.at("key", l), z)  # (B, P+1, P+1)
+            A = attention(self.at("query", l), self.at("key", l), z, kind=self.kind)  # (B, P+1, P+1)
             read = (A @ h.unsqueeze(-1)).squeeze(-1)  # (B, P+1)     (A h)_i
             hq = hq + self.step * read[:, P]  # (B,)                 h_q <- h_q + s (A h)_q
             g.append(self.depth * self.step * self.readout * read[:, P])  # (B,)  g_l
@@ -159,7 +168,7 @@ class SharedStream(Plain):
             delta = 0.0
             for (Q, K), V in zip(heads_of(self.at("query", l), self.at("key", l), self.heads),
                                  self.value.chunk(self.heads, 1)):  # (k, D), (k, D), (D, D) each
-                A = attention(Q, K, z)  # (B, P+1, P+1)   from the states
+                A = attention(Q, K, z, kind=self.kind)  # (B, P+1, P+1)   from the states
                 delta = delta + self.step * (A @ z) @ V.T  # (B, P+1, D)    s sum_i (A_i z) V_i^T
             g.append(base + self.depth * delta[:, P] @ self.readout)  # (B,)  g_l = r.z_q^0 + L r.Delta_l
             z = z + delta  # (B, P+1, D)

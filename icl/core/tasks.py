@@ -49,11 +49,11 @@ def gaussian(*shape: int, gen: torch.Generator, out: torch.Tensor | None = None)
     under avx2 and avx512 (and its float64 draws cost 4x more), so the numbers come from numpy's
     ziggurat (PCG64), which has one code path everywhere, seeded by one integer drawn from `gen`
     (so `gen` still carries the stream). Into `out` where given; on gen's device. On the CPU the
-    same bits come from icl/kernels/normal.c, 3x faster (it was a third of a training step).
+    same bits come from icl/core/accel/kernels/normal.c, 3x faster (it was a third of a training step).
     On any other device (a GPU) torch draws there: reading the seed back and copying numpy's draws
     over would wait for the device twice per call. Those bits are the device's own (the cache
     key holds the device type); they need not match the CPU's."""
-    from . import native
+    from .accel import native
 
     if gen.device.type != "cpu":
         return torch.randn(shape, generator=gen, device=gen.device) if out is None else torch.randn(shape, generator=gen, out=out)
@@ -184,9 +184,9 @@ def reused_draws(cfg: RunConfig, n: int, gen: torch.Generator) -> Draws:
 
 def sample_batch(cfg: RunConfig, n: int, gen: torch.Generator) -> Batch:
     """n fresh contexts of the task that cfg describes, drawn with gen. On the CPU the arithmetic
-    after the draws runs in icl/kernels/sampling.c (the same draws; values that agree with
+    after the draws runs in icl/core/accel/kernels/sampling.c (the same draws; values that agree with
     torch's to float32 rounding: see that file); elsewhere, or with ICL_NATIVE=0, in torch."""
-    from . import native
+    from .accel import native
 
     lam, omega, lam_sqrt, omega_scale = spectra(cfg.dim, cfg.input_exponent, cfg.task_exponent, str(gen.device))
     if gen.device.type == "cpu" and native.usable("sampling", 16):

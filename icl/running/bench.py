@@ -22,6 +22,7 @@ import torch
 
 from .. import __version__
 from ..core.config import ConfigError, RunConfig
+from ..core.accel.native import KERNEL_OF
 from ..core.looped import LOOPED
 from ..core.models import Stack, build, stack_order
 from ..core.reference import agreement, agrees, plain_model
@@ -32,6 +33,10 @@ from .files import write_atomic, write_json
 
 # Targets (a benchmark, not a timed test): speed-up of icl over the reference.
 TARGETS = {"softmax": {64: 20.0}, "linear": {64: 5.0}, "sweep": 2.0, "generalised": 5.0, "quick": 3.0}
+# A C kernel stays in icl.core.accel only while it is at least this much faster than autograd at its
+# notebook's quick shape (each kernel timed alone: the others on for both sides).
+KEEP = 2.0
+DRAWS = "sampling,normal"  # the kernels that draw a batch; the model kernels are KERNEL_OF's
 DEEP_MEMORY_MIB = 2048  # the deep sweep's peak memory (icl alone, a fresh process) must stay below
 
 
@@ -61,12 +66,13 @@ def check_same(cfg: RunConfig, depths: list[int], device: torch.device, seed: in
             "error_ratio": max(r["ratio"] for r in result.values()), "same": agrees(result)}
 
 
-def with_kernels(step: Callable[[], None], on: bool) -> Callable[[], None]:
-    """A step run with icl.core.native's kernels allowed or not (ICL_NATIVE), whatever the environment."""
+def with_kernels(step: Callable[[], None], allowed: str) -> Callable[[], None]:
+    """A step run with the kernels of icl.core.accel.native that `allowed` names (ICL_NATIVE: "1"
+    all, "0" none, or a comma-separated list), whatever the environment."""
 
     def run() -> None:
         before = os.environ.get("ICL_NATIVE")
-        os.environ["ICL_NATIVE"] = "1" if on else "0"
+        os.environ["ICL_NATIVE"] = allowed
         try:
             step()
         finally:
@@ -157,8 +163,9 @@ class Case:
     cfg: RunConfig
     depths: list[int]  # one stack of these depths
     target: float | None = None  # speed-up aimed at (of speedup_vs_reference, or of the sweep over one after another)
-    # "full": icl.core.reference's models one after another; "looped": LOOPED's stack; "torch": the same
-    # stack with icl.core.native's kernels off (ICL_NATIVE=0); None: no reference
+    # "full": icl.core.reference's models one after another; "looped": LOOPED's stack; "autograd": the
+    # same stack with its model's kernel off (the draws' kernels on); "draws": the same stack with the
+    # draws' kernels off (its model's kernel on); None: no reference
     reference: str | None = "full"
     shallow: list[int] | None = None  # also time icl on these depths and report the ratio (the deep sweep)
 
@@ -173,18 +180,20 @@ def run_case(case: Case, device: torch.device, repeats: int) -> dict:
         contenders["reference"] = one_after_another([reference_trainer(cfg, L, device) for L in depths])
     elif case.reference == "looped":
         contenders["reference"] = icl_trainer(cfg, depths, device, looped=True)
-    elif case.reference == "torch":
-        contenders["reference"] = with_kernels(icl_trainer(cfg, depths, device), False)
+    elif case.reference == "autograd":
+        contenders["reference"] = with_kernels(icl_trainer(cfg, depths, device), DRAWS)
+    elif case.reference == "draws":
+        contenders["reference"] = with_kernels(icl_trainer(cfg, depths, device), KERNEL_OF[cfg.model])
     if case.shallow:
         contenders["icl_shallow"] = icl_trainer(cfg, case.shallow, device)
-    elif len(depths) > 1 and case.reference not in ("looped", "torch"):
+    elif len(depths) > 1 and case.reference not in ("looped", "autograd", "draws"):
         contenders["icl_one_after_another"] = one_after_another([icl_trainer(cfg, [L], device) for L in depths])
     flops = step_flops(icl_step)
     sec, cpu = seconds_per_step(contenders, repeats, device)
     # After the timing: the plain models' large tensors would leave the allocator holding memory
     # that a fresh training process does not have, and the torch side's temporaries would reuse it.
     check = check_same(cfg, depths, device)
-    row = {"case": case.name, "model": cfg.model, "depths": depths, "layers": sum(depths),
+    row = {"case": case.name, "model": cfg.model, "depths": depths, "layers": sum(depths), "reference_kind": case.reference,
            "dim": cfg.dim, "context_length": cfg.context_length, "batch_size": cfg.batch_size,
            "key_dim": cfg.resolved_key_dim, **check,
            "steps_per_second": {k: 1.0 / v for k, v in sec.items()}, "seconds_per_step": sec,
@@ -224,9 +233,14 @@ def cases(args) -> list[Case]:
     for model in args.generalised_models:  # against their first implementation
         out.append(Case(f"{model} L={sweep_name(args.generalised_depths)}", RunConfig(model=model, **size(args.generalised_size)),
                         args.generalised_depths, TARGETS["generalised"], "looped"))
-    if args.quick_depths:  # the notebooks' controlled-model sweeps, against the same stack without the kernels
+    if args.quick_depths:  # each kernel at its notebook's quick shape, against autograd (KEEP)
         out.append(Case(f"softmax sweep {sweep_name(args.quick_depths)} (quick shape)",
-                        RunConfig(model="softmax", **size(args.quick_size)), args.quick_depths, TARGETS["quick"], "torch"))
+                        RunConfig(model="softmax", **size(args.quick_size)), args.quick_depths, TARGETS["quick"], "autograd"))
+        for model in LOOPED:  # notebook 04's shape
+            out.append(Case(f"{model} sweep {sweep_name(args.quick_depths)} (quick shape)",
+                            RunConfig(model=model, **size(args.generalised_size)), args.quick_depths, KEEP, "autograd"))
+        out.append(Case(f"draws, softmax sweep {sweep_name(args.quick_depths)} (quick shape)",
+                        RunConfig(model="softmax", **size(args.quick_size)), args.quick_depths, KEEP, "draws"))
     if args.deep_sweep_depths:  # the controlled model deep, against its own 1-64 sweep
         deep = args.deep_sweep_depths
         out.append(Case(f"softmax sweep {sweep_name(deep)}", RunConfig(model="softmax", **size(args.deep_sweep_size)),
@@ -265,8 +279,16 @@ def markdown(result: dict) -> str:
     lines.append("")
     if any(r["model"] in LOOPED for r in result["cases"]):
         lines.append("The reference of the generalised models (context_updates, shared_stream) is their first "
-                     "implementation (icl.core.looped), one stack of all depths. On a CPU they run in icl.core.native's C kernels, whose arithmetic torch's "
+                     "implementation (icl.core.looped), one stack of all depths. On a CPU they run in icl.core.accel.native's C kernels, whose arithmetic torch's "
                      "FLOP counter does not see: their GFLOP columns count only what is left in torch.")
+    for r in result["cases"]:
+        if r.get("reference_kind") in ("autograd", "draws"):
+            name = DRAWS if r["reference_kind"] == "draws" else KERNEL_OF[r["model"]]
+            ratio = r["speedup_vs_reference"]
+            lines.append(f"Kernel {name} at its notebook's quick shape ({r['case']}): {ratio:.2f}x the step of "
+                         f"{'torch draws' if r['reference_kind'] == 'draws' else 'autograd'} (by CPU time "
+                         f"{r['speedup_vs_reference_cpu_time']:.2f}x): "
+                         + ("kept (at least " if ratio >= KEEP else "**below** ") + f"{KEEP:g}x).")
     for r in result["cases"]:
         if "ratio_to_shallow" in r:
             sec = r["seconds_per_step"]
@@ -306,8 +328,8 @@ def add_arguments(p) -> None:
     p.add_argument("--generalised-size", type=int, nargs=4, default=[16, 64, 64, 4], metavar=("DIM", "P", "BATCH", "KEY_DIM"),
                    help="their dim, context length, batch size and key_dim (default: 16 64 64 4)")
     p.add_argument("--quick-depths", type=int, nargs="*", default=[2**i for i in range(7)],
-                   help="the controlled model's quick-shape sweep, timed against its torch path (ICL_NATIVE=0) "
-                        "(default: 1 2 4 ... 64; none: skip)")
+                   help="the quick-shape sweeps that time each C kernel against autograd (the controlled model's, "
+                        "context updates', the shared stream's, and the draws') (default: 1 2 4 ... 64; none: skip)")
     p.add_argument("--quick-size", type=int, nargs=4, default=[16, 64, 256, 4], metavar=("DIM", "P", "BATCH", "KEY_DIM"),
                    help="its dim, context length, batch size and key_dim (default: 16 64 256 4)")
     p.add_argument("--deep-sweep-depths", type=int, nargs="*", default=[2**i for i in range(9)],

@@ -104,7 +104,7 @@ def run_key(cfg: RunConfig) -> str:
 
     from ..core.train import resolve_device  # the device type is part of the key: CPU and GPU numbers differ
 
-    from ..core.native import in_use  # heavy: loads torch; the cache alone loads no library
+    from ..core.accel.native import in_use  # heavy: loads torch; the cache alone loads no library
 
     device = resolve_device(cfg.device)
     # The config with its device as resolved: `auto` on a CPU machine is the same run as `cpu`.

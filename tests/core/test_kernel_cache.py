@@ -1,4 +1,4 @@
-"""The C kernels' cache (icl.core.native): a failed build is remembered only for the compiler and flags
+"""The C kernels' cache (icl.core.accel.native): a failed build is remembered only for the compiler and flags
 that failed, the slow path is said once with its reason and cost, and an empty ICL_KERNEL_CACHE
 is the default folder. Every cache lives in tmp_path."""
 import ctypes
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from icl.core import native
+from icl.core.accel import native
 
 FALSE = "/bin/false"  # a compiler that runs and fails
 
@@ -74,7 +74,7 @@ def test_an_empty_kernel_cache_setting_means_the_default_folder(tmp_path):
     name it made, and left the .so files there."""
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
-    done = in_a_fresh_process("from icl.core import native; print(native.library('sampling') is not None)",
+    done = in_a_fresh_process("from icl.core.accel import native; print(native.library('sampling') is not None)",
                               {"ICL_KERNEL_CACHE": "", "HOME": str(home)}, work)
     assert done.stdout.strip() == "True", done.stderr
     assert list(work.iterdir()) == []

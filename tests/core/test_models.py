@@ -1,5 +1,5 @@
 """The models' masks and shapes, stacks against models built alone, and training: batched groups,
-determinism. Every path against the plain algebra of the paper's equations: tests/test_reference.py."""
+determinism. Every path against the plain algebra of the paper's equations: tests/core/test_reference.py."""
 import math
 
 import pytest

@@ -1,8 +1,8 @@
-"""icl.core.native's C kernels: bit for bit the same results with 1 and 2 threads (by construction: a
+"""icl.core.accel.native's C kernels: bit for bit the same results with 1 and 2 threads (by construction: a
 fixed split of the contexts into blocks and a fixed order of the blocks' sums); where they run
 and where they fall back; the portable build; the sampler against torch's arithmetic on the
 same draws; the run-cache key. That every kernel computes the plain algebra is
-tests/test_reference.py's (test_the_kernels_compute_the_plain_algebra)."""
+tests/core/test_reference.py's (test_the_kernels_compute_the_plain_algebra)."""
 import ctypes
 import os
 import shutil
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from icl.core import native
+from icl.core.accel import native
 from icl.running.bench import perturbed
 from icl.core.config import RunConfig
 from icl.core.models import build, stack_order
@@ -67,7 +67,7 @@ def same(a, b) -> bool:
 def test_threads_split_the_contexts_without_changing_the_result(model, on_torch_threads, monkeypatch):
     """Every kernel call of a training step (sampling, forward, backward, the blocks' sums), made
     again with the same inputs on 2 threads, gives the same bits as on 1, whether the libraries
-    split their work on torch's OpenMP threads or icl.core.native splits it among Python threads (the
+    split their work on torch's OpenMP threads or icl.core.accel.native splits it among Python threads (the
     path of a build without OpenMP). (The step as a whole also runs torch's own products between
     the calls, which may round otherwise with other thread counts: those agree with the plain
     algebra, test_the_kernels_agree_on_two_threads.)"""
@@ -264,7 +264,7 @@ def test_the_sampler_draws_what_torch_draws(monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(before, (batch.x, batch.y, batch.xq, batch.weights, batch.rotation, batch.teacher)))
 
 
-LOAD = ("from icl.core import native; lib = native.library('context_updates'); "
+LOAD = ("from icl.core.accel import native; lib = native.library('context_updates'); "
         "print(lib is not None and hasattr(lib, 'cu_forward') and hasattr(lib, 'cu_backward'))")
 
 
@@ -278,7 +278,7 @@ def load_in_a_fresh_process(cache: Path) -> subprocess.CompletedProcess:
 def built_kernels(tmp_path_factory) -> Path:
     """Both kernels built once into a kernel cache of this module's own."""
     cache = tmp_path_factory.mktemp("kernels")
-    subprocess.run([sys.executable, "-c", "from icl.core import native; native.library('context_updates'); "
+    subprocess.run([sys.executable, "-c", "from icl.core.accel import native; native.library('context_updates'); "
                     "native.library('shared_stream')"], check=True, timeout=300, env={**os.environ, "ICL_KERNEL_CACHE": str(cache)})
     return cache
 

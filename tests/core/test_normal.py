@@ -1,4 +1,4 @@
-"""icl/core/kernels/normal.c draws numpy's float32 standard normals, bit for bit: its tables are numpy's,
+"""icl/core/accel/kernels/normal.c draws numpy's float32 standard normals, bit for bit: its tables are numpy's,
 its draws are numpy's for any seed and length, and tasks.gaussian gives the same numbers with and
 without it."""
 import shutil
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from icl.core import native, tasks
+from icl.core import tasks
+from icl.core.accel import native
 
 pytestmark = pytest.mark.skipif(native.library("normal") is None, reason="no C compiler for the kernels")
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import MODELS, tiny_batch, tiny_config
-from icl.core import native
+from icl.core.accel import native
 from icl.running.bench import perturbed
 from icl.core.looped import LOOPED
 from icl.core.models import build, stack_order

@@ -98,7 +98,7 @@ def hexes(t: torch.Tensor) -> list[str]:
 
 @pytest.mark.parametrize("native", ["0", "1"])
 def test_the_cpu_keeps_its_rotations_bit_for_bit(native, monkeypatch):
-    from icl.core import native as kernels
+    from icl.core.accel import native as kernels
 
     if native == "1" and not kernels.usable("sampling", 16):
         pytest.skip("no C sampler on this machine")

@@ -59,16 +59,18 @@ def test_bench_command_writes_json_and_markdown(tmp_path):
     result = json.loads(out.read_text())
     names = [c["case"] for c in result["cases"]]
     assert names == ["softmax L=2", "linear L=2", "linear sweep 1-2", "context_updates L=1-2", "shared_stream L=1-2",
-                     "softmax sweep 1-2 (quick shape)", "softmax sweep 1-4"]
+                     "softmax sweep 1-2 (quick shape)", "context_updates sweep 1-2 (quick shape)",
+                     "shared_stream sweep 1-2 (quick shape)", "draws, softmax sweep 1-2 (quick shape)", "softmax sweep 1-4"]
     assert all(c["same"] for c in result["cases"])
     for c in result["cases"][3:5]:  # against their first implementation, at their own size
         assert c["speedup_vs_reference"] == pytest.approx(ratio_of_rates(c, "reference"), rel=1e-9)
         assert c["target_of"] == "speedup_vs_reference" and c["key_dim"] == 2
         assert c["error_ratio"] <= FACTOR and "layer_preds" in c["agreement"]
-    quick = result["cases"][5]  # against the same stack without the kernels
-    assert quick["target_of"] == "speedup_vs_reference"
-    assert quick["speedup_vs_reference"] == pytest.approx(ratio_of_rates(quick, "reference"), rel=1e-9)
-    deep = result["cases"][6]
+    for quick in result["cases"][5:9]:  # each kernel against the same stack without it
+        assert quick["target_of"] == "speedup_vs_reference" and quick["reference_kind"] in ("autograd", "draws")
+        assert quick["speedup_vs_reference"] == pytest.approx(ratio_of_rates(quick, "reference"), rel=1e-9)
+    assert "Kernel context_updates at its notebook's quick shape" in out.with_suffix(".md").read_text()
+    deep = result["cases"][9]
     assert deep["shallow_depths"] == [1, 2, 4] and deep["ratio_to_shallow"] > 0 and deep["memory_met"]
     assert "softmax sweep 1-4 (7 layers)" in out.with_suffix(".md").read_text()
     sweep = result["cases"][2]

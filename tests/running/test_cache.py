@@ -86,8 +86,9 @@ def test_a_one_byte_change_to_the_training_code_changes_every_key(tmp_path, monk
     assert icl.running.cache.source_hash(package) == icl.running.cache.SOURCE_HASH  # a copy hashes the same
     cfg, cache = quick(), RunCache(tmp_path / "runs")
     cache.store(cfg, trained(cfg))
-    for name in ("train.py", "models.py", "tasks.py", "config.py", "decomposition.py", "native.py",
-                 "kernels/context_updates.c", "kernels/shared_stream.c", "kernels/vector.h"):
+    for name in ("train.py", "models.py", "tasks.py", "config.py", "decomposition.py", "attention.py", "heads.py",
+                 "accel/native.py", "accel/functions.py", "accel/kernels/context_updates.c",
+                 "accel/kernels/shared_stream.c", "accel/kernels/vector.h"):
         name = f"core/{name}"
         original = (package / name).read_bytes()
         (package / name).write_bytes(original.replace(b"\n", b" \n", 1))  # one byte more

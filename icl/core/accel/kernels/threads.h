@@ -4,7 +4,7 @@
    the kernels use torch's own libgomp (the same soname), so their team is torch's thread pool:
    threads already awake from torch's last operation, and no second pool competing with them for
    the cores. Built without OpenMP, the pragma is ignored and the one caller's thread takes the
-   whole range (icl.native then splits it among Python threads instead: uses_openmp). Results do not
+   whole range (icl.core.accel.native then splits it among Python threads instead: uses_openmp). Results do not
    depend on the split: the gradients are summed over fixed blocks of contexts (sum_blocks). */
 #ifndef ICL_THREADS_H
 #define ICL_THREADS_H

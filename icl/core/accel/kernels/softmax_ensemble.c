@@ -1,4 +1,4 @@
-/* The query rows of icl.models.SoftmaxEnsemble (the controlled model and untied values), one
+/* The query rows of icl.core.models.SoftmaxEnsemble (the controlled model and untied values), one
    context at a time through all T layers of a stack.
 
    For context b and layer t, with M_t = K_t^T Q_t (d x d) and c_t the layer's scale (readout,

@@ -1,4 +1,4 @@
-/* The arithmetic of icl.tasks.sample_batch, from the Gaussian draws that torch made (the same
+/* The arithmetic of icl.core.tasks.sample_batch, from the Gaussian draws that torch made (the same
    draws, in the same order, as the torch path's: only what is computed from them moves here).
 
    For context b, from G (d x d), Z (P x d), WZ (d) and QZ (d) standard normal draws:

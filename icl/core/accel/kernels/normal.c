@@ -1,4 +1,4 @@
-/* icl.tasks.gaussian's draws: numpy's Generator(PCG64(seed)).standard_normal(n, dtype=float32),
+/* icl.core.tasks.gaussian's draws: numpy's Generator(PCG64(seed)).standard_normal(n, dtype=float32),
    the same bits, in one C loop with the generator inlined (numpy reaches the generator through a
    function pointer per number and costs ~9 ns a number; this loop ~3).
 
@@ -7,13 +7,13 @@
    float32 ziggurat of Marsaglia and Tsang (256 boxes, 23 random bits, one bit of sign, 8 of box)
    in numpy's arrangement: the fast path returns rabs * w[box] when rabs < k[box]; box 0 falls to
    the tail beyond r, the others test the wedge against exp(-x^2 / 2) in double. The tables come
-   from the caller (icl.native.ziggurat_tables, which computes them and tests them against numpy's);
+   from the caller (icl.core.accel.native.ziggurat_tables, which computes them and tests them against numpy's);
    exp and log1pf are the C library's, as numpy's are.
 
    Every rounding is numpy's: float products and sums one at a time (no fused multiply-add, which
    -march=native would otherwise allow the compiler to form), the wedge's bound in double. This
    assumes numpy's own build did not fuse the wedge's product and sum, as its x86-64 wheels do not
-   (a compiler may fuse by default on aarch64): tests/test_normal.py compares the bits wherever it
+   (a compiler may fuse by default on aarch64): tests/core/test_normal.py compares the bits wherever it
    runs, and the kernel is only a faster path to the numbers numpy gives.
 
    Threads split one stream without changing a bit of it (normal_fill). A draw takes one 32-bit

@@ -1,4 +1,4 @@
-"""C kernels for the CPU (icl/kernels/*.c): the layers of the controlled model, of context updates
+"""C kernels for the CPU (icl/core/accel/kernels/*.c): the layers of the controlled model, of context updates
 and of the shared stream, the arithmetic of sampling a batch, and its Gaussian draws (numpy's
 generator and ziggurat, the same bits).
 
@@ -14,14 +14,14 @@ They are compiled on first use with the system's C compiler (`cc`, or $CC) into 
 ($ICL_KERNEL_CACHE; where unset or empty, ~/.cache/icl/kernels) with -march=native
 (PORTABLE_FLAGS where the compiler refuses it, or always with ICL_KERNEL_FLAGS=portable: the path
 of a machine without AVX-512), with -fopenmp where the compiler takes it, and called through ctypes. A library built
-with OpenMP splits its contexts among torch's own threads (icl/kernels/threads.h); one without
+with OpenMP splits its contexts among torch's own threads (icl/core/accel/kernels/threads.h); one without
 splits them among Python threads (ctypes releases the GIL).
 
 Where there is no compiler, on a GPU, for context updates and the shared stream with contexts
-that are not a multiple of 16 tokens, or with ICL_NATIVE=0, the models use their torch path:
-the same algebra, several times slower (SLOWER; said once per process, with the reason, where the
-kernels could not be built). Every path is tested against icl.reference (tests/test_reference.py,
-tests/test_native.py).
+that are not a multiple of 16 tokens, or with ICL_NATIVE=0 (or a list
+of the kernels allowed), the models train through autograd: the same algebra, several times slower (SLOWER; said once per process, with the reason, where the
+kernels could not be built). Every path is tested against icl.core.reference (tests/core/test_reference.py,
+tests/core/test_native.py).
 """
 from __future__ import annotations
 
@@ -50,9 +50,12 @@ BUILD = Path(os.environ.get("ICL_KERNEL_CACHE") or Path.home() / ".cache" / "icl
 SLOWER = "3x"  # a run's training time, torch path over kernels: 2.5x softmax depth 16, 3.3x context updates (1 thread)
 
 
-def enabled() -> bool:
-    """Whether the environment allows the kernels (ICL_NATIVE=0 switches them off)."""
-    return os.environ.get("ICL_NATIVE", "1") != "0"
+def enabled(name: str) -> bool:
+    """Whether the environment allows the kernel `name`: ICL_NATIVE unset or 1 allows every one, 0
+    none, and a comma-separated list of names (softmax_ensemble, context_updates, shared_stream,
+    sampling, normal) only those (`make bench` times each kernel against autograd that way)."""
+    value = os.environ.get("ICL_NATIVE", "1")
+    return value == "1" or (value != "0" and name in value.split(","))
 
 
 def build_flags() -> list[list[str]]:
@@ -127,7 +130,7 @@ def _verified(target: Path) -> bool:
 
 @cache
 def library(name: str) -> ctypes.CDLL | None:
-    """The compiled kernels of icl/kernels/<name>.c, or None where they cannot be built or loaded
+    """The compiled kernels of icl/core/accel/kernels/<name>.c, or None where they cannot be built or loaded
     (said once per process: `fell_back`). The file name holds a hash of what decides the build: the
     source, the machine, the compiler and the flags (-march=native code is only for the machine it
     was built on). A library is loaded only once its checksum matches (a damaged one is rebuilt, or
@@ -167,7 +170,7 @@ def fell_back(name: str, why: str) -> None:
     the torch path computes the same numbers, so nothing else would show it but the time."""
     if not _SAID:
         _SAID.append(name)
-        print(f"icl: C kernels off (icl/kernels/{name}.c: {why}); training runs about {SLOWER} slower on the torch path",
+        print(f"icl: C kernels off (icl/core/accel/kernels/{name}.c: {why}); training runs about {SLOWER} slower through autograd",
               file=sys.stderr)
 
 
@@ -182,7 +185,7 @@ TOKENS_IN_LANES = ("context_updates", "shared_stream")  # kernels that need cont
 def usable(name: str, tokens: int, *tensors: torch.Tensor) -> bool:
     """Whether the kernels can take these tensors: CPU float32, kernels allowed and built, and for
     the kernels with tokens in the lanes a context of a multiple of 16 tokens."""
-    return (enabled() and (tokens % 16 == 0 or name not in TOKENS_IN_LANES)
+    return (enabled(name) and (tokens % 16 == 0 or name not in TOKENS_IN_LANES)
             and all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors) and library(name) is not None)
 
 
@@ -192,8 +195,9 @@ def in_use(cfg, device: torch.device) -> list[str]:
     device, for the held-out sets (drawn on the CPU). The draws' kernel (normal) is not listed: its numbers
     are numpy's bit for bit, so runs with and without it share their cache entries."""
     used = ["sampling"] if usable("sampling", 16) else []
-    several_heads = cfg.model == "shared_stream" and cfg.heads > 1  # the torch path (models.SharedStream)
-    name = None if several_heads else KERNEL_OF.get(cfg.model)
+    several_heads = cfg.model == "shared_stream" and cfg.heads > 1  # autograd (models.SharedStream)
+    # The kernels compute softmax only (icl.core.attention): other nonlinearities train through autograd.
+    name = None if several_heads or cfg.attention != "softmax" else KERNEL_OF.get(cfg.model)
     if name is not None and device.type == "cpu" and usable(name, cfg.context_length):
         used.append(name)
     return sorted(f"{n}:{BUILT_WITH[n]}" for n in used)
@@ -351,7 +355,7 @@ def sum_blocks(lib, parts: torch.Tensor) -> torch.Tensor:
 
 
 def sample(cfg, draws, lam_sqrt: torch.Tensor, omega_scale: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """icl.tasks.compute_batch in icl/kernels/sampling.c: (x, y, xq, weights, rotation, teacher)."""
+    """icl.core.tasks.compute_batch in icl/core/accel/kernels/sampling.c: (x, y, xq, weights, rotation, teacher)."""
     lib = library("sampling")
     n, P, d = draws.inputs.shape
     easy = cfg.task == "easy"
@@ -369,7 +373,7 @@ def sample(cfg, draws, lam_sqrt: torch.Tensor, omega_scale: torch.Tensor) -> tup
 
 def normal(seed: int, out: torch.Tensor) -> torch.Tensor:
     """numpy's Generator(PCG64(seed)).standard_normal(out.shape, dtype=float32) into out (CPU float32,
-    contiguous), the same bits, from icl/kernels/normal.c (on torch's threads: the same bits on any
+    contiguous), the same bits, from icl/core/accel/kernels/normal.c (on torch's threads: the same bits on any
     number of them)."""
     import numpy as np
     if out.device.type != "cpu" or out.dtype != torch.float32:

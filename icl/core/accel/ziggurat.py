@@ -1,5 +1,5 @@
-"""The float32 ziggurat's tables that icl/kernels/normal.c draws numpy's Gaussians with (kept apart
-from icl.native: pure arithmetic, tested against numpy's own library in tests/test_normal.py)."""
+"""The float32 ziggurat's tables that icl/core/accel/kernels/normal.c draws numpy's Gaussians with (kept apart
+from icl.core.accel.native: pure arithmetic, tested against numpy's own library in tests/core/test_normal.py)."""
 from __future__ import annotations
 
 import math
@@ -12,7 +12,7 @@ import numpy as np
 def ziggurat_tables() -> tuple:
     """The float32 ziggurat's tables (w, k, f: 256 boxes each) as numpy builds them: Marsaglia and
     Tsang's recursion for 256 boxes and 23 random bits, in double, w and f rounded to float32 and
-    k to the nearest integer (tests/test_normal.py compares them with numpy's own library). k[1] is 0
+    k to the nearest integer (tests/core/test_normal.py compares them with numpy's own library). k[1] is 0
     by construction: box 1 lies wholly under the curve's shoulder, so its draws always take the wedge
     test. Read only: every call shares them."""
     r, v, m = 3.6541528853610088, 0.00492867323399, 2.0**23  # the base box's edge and every box's area

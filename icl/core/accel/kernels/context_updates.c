@@ -1,4 +1,4 @@
-/* The context recurrence of icl.models.ContextUpdates, one (model, context) pair at a time.
+/* The context recurrence of icl.core.models.ContextUpdates, one (model, context) pair at a time.
 
    For every model m and context b, layer j of the model updates the context label states
        h_{j+1} = h_j + u_j A_j h_j,   A_j = softmax_rows((Q_j x)^T (K_j x)),

@@ -1,4 +1,4 @@
-/* Vector helpers shared by the kernels of icl.native: 16-float vectors through GCC/Clang vector
+/* Vector helpers shared by the kernels of icl.core.accel.native: 16-float vectors through GCC/Clang vector
    extensions (one AVX-512 register; narrower machines split them), exp2, lane sums and the small
    products the attention kernels are made of. */
 #ifndef ICL_VECTOR_H

@@ -1,0 +1,11 @@
+"""The CPU accelerator: C kernels for the 2-core laptop, optional.
+
+- `native`: the kernels' build (on first use, with the system's C compiler) and their calls;
+  `kernels/`: their C sources; `ziggurat`: the Gaussian sampler's tables.
+- `functions`: the model kernels as autograd functions, whose backward passes are written in C.
+
+Every model trains through torch's autograd (icl.core.models) on any device; on a CPU, a model
+whose kernel can take the tensors (`native.usable`: float32, a compiler, softmax attention) runs it
+instead, and each kernel is kept only because `make bench` shows it at least 2x faster than
+autograd at its notebook's quick shape (docs/speed.md). Without a C compiler, or with
+ICL_NATIVE=0, nothing here runs and every result is still computed, through autograd."""
