@@ -38,7 +38,7 @@
 #
 # **Scale.** C.1 and C.3 compute a P × P attention among context tokens in every layer, which
 # costs far more than the controlled model's single query row. On a CPU both run in C kernels
-# (`icl.native`) that take one (model, context) pair through all its layers with its states in
+# (`icl.core.accel`) that take one (model, context) pair through all its layers with its states in
 # cache and recompute attention in the backward pass instead of storing it; `icl bench` measures
 # them against their first implementation (README, "Speed"). The `quick` profile trains at P = 64
 # with batches of 64 and 1,000 steps, below the paper's budget; runs that have not reached their

@@ -60,7 +60,7 @@ def excerpt(value: Any) -> str:
 
 
 def tileable(dim: int, k: int) -> bool:
-    """Whether k-dimensional subspaces tile R^dim in complementary blocks (icl.subspaces.tiling):
+    """Whether k-dimensional subspaces tile R^dim in complementary blocks (icl.core.subspaces.tiling):
     k or dim - k must divide dim."""
     return dim % k == 0 or (k < dim and dim % (dim - k) == 0)
 

@@ -10,7 +10,7 @@ as it always was (the same tensors, drawn from the same generator in the same or
   head with its own Q_i, K_i (rank k) and value V_i (D, D); the values of a model's heads side by
   side, V = [V_1 ... V_h] (D, h D), shared by its layers like the one V of the one-head model.
 
-The plain algebra, head by head, is in icl.reference (`heads_of`)."""
+The plain algebra, head by head, is in icl.core.reference (`heads_of`)."""
 from __future__ import annotations
 
 import torch

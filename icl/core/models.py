@@ -53,7 +53,7 @@ class Stack(nn.Module):
         # g_l = gain * (layer l's update) makes y_hat the mean of g_l: 1 with 1/L updates, else L.
         self.register_buffer("layer_gain", (d.float() * scale)[self.layer_model])  # (T,)
         # Mean over each model's layers as a matrix: (T, M), 1/L_m where layer t is model m's. Its T x M
-        # floats are the largest tensor of a group of thousands of models (icl.memory counts them);
+        # floats are the largest tensor of a group of thousands of models (icl.core.memory counts them);
         # filled in place, not from an int64 one-hot (three times the memory, 40 GB for 10^4 models).
         mean = torch.zeros(len(self.layer_model), len(d))
         mean[torch.arange(len(self.layer_model)), self.layer_model] = (1.0 / d.float())[self.layer_model]
@@ -67,7 +67,7 @@ class Stack(nn.Module):
             # the same bits on every CPU (tasks.gaussian)
             q.append(gaussian(depth, self.heads * dk, in_dim, gen=gen)[:rows] * std)
             k.append(gaussian(depth, self.heads * dk, in_dim, gen=gen)[:rows] * std)
-        # (R, h dk, in_dim), heads' rows one after another (icl.heads); R = T rows, one per layer,
+        # (R, h dk, in_dim), heads' rows one after another (icl.core.heads); R = T rows, one per layer,
         # or with tie_layers R = M, one per model, read at every depth (per_layer).
         self.query = nn.Parameter(torch.cat(q))
         self.key = nn.Parameter(torch.cat(k))
@@ -309,12 +309,12 @@ class SharedStream(Cascade):
 
     Layer j runs for all models deeper than j at once, the query as the last of P + 1 tokens (a
     row that attends to the context like the others); the plain algebra, one model at a time, is
-    `icl.reference.SharedStream`, which the tests compare it with."""
+    `icl.core.reference.SharedStream`, which the tests compare it with."""
 
     def __init__(self, cfg: RunConfig, depths: list[int]):
         super().__init__(cfg, depths, cfg.dim + 1)
         D = cfg.dim + 1
-        # (M, D, h D): the heads' values side by side (icl.heads), each I / h, so that h heads start
+        # (M, D, h D): the heads' values side by side (icl.core.heads), each I / h, so that h heads start
         # as the mean of their reads (and one head as a copy).
         self.value = nn.Parameter(torch.eye(D).repeat(self.n_models, 1, self.heads) / self.heads)
         self.readout = nn.Parameter(nn.functional.one_hot(torch.tensor(D - 1), D).float().repeat(self.n_models, 1))
@@ -351,7 +351,7 @@ class SharedStream(Cascade):
         return Output(pred, g, qa)
 
     def forward_native(self, z: torch.Tensor, base: torch.Tensor) -> Output:
-        """The same layers in icl/kernels/shared_stream.c (StreamLayers), one (model, context) pair
+        """The same layers in accel/kernels/shared_stream.c (StreamLayers), one (model, context) pair
         at a time: the query's update at every layer and its final state."""
         QK = self.per_layer(torch.cat([self.query, self.key], 1), self.by_layer)  # (T, 2k, D) layer index first
         dzq, zq = StreamLayers.apply(z, QK, self.value, self.update_scale, self.counts, self.workspace,

@@ -15,7 +15,7 @@ subspace:
 - *anisotropy* of a layer's score matrix M_l = K_l^T Q_l (`anisotropy`): how far it is from the
   isotropic c I that a softmax of the cosine uses, 0 for c I, sqrt(1 - k/d) for a scaled projector.
 
-Untrained baselines (icl.baselines) draw layers either as independent random subspaces or in
+Untrained baselines (icl.analysis.baselines) draw layers either as independent random subspaces or in
 *complementary* blocks that tile R^d: lcm(d, k) / k layers per block, one random rotation per block.
 """
 from __future__ import annotations
@@ -107,7 +107,7 @@ def anisotropy(merged: torch.Tensor) -> torch.Tensor:
     """||M - (tr M / d) I||_F / ||M||_F of each score matrix M_l = K_l^T Q_l (n, d, d): (n,).
 
     The relative distance of M from the nearest multiple of the identity, whose score x_q^T c I x_mu
-    is what the isotropic softmax bounds of icl.bounds use (on unit inputs, c times the cosine).
+    is what the isotropic softmax bounds of icl.analysis.bounds use (on unit inputs, c times the cosine).
     0 for c I; between 0 and 1, since ||M||^2 = ||M - m I||^2 + d m^2 with m = tr M / d; 1 when
     tr M = 0 (e.g. diag(1, -1) or an antisymmetric M). All of M counts: the symmetric part's
     distance from m I and the antisymmetric part add in squares, and both change the scores of
