@@ -76,7 +76,7 @@ class RunConfig:
     residual_scale: str = "inverse_depth"  # 1/L on every update keeps the output O(1) in L (ours)
     init_scale: float = 1.0  # initial query/key scores have standard deviation ~ init_scale**2
     subspace: str = "learned"  # learned | random | tiled: frozen subspaces of Q_l, K_l (the mechanism's ablation)
-    attention: str = "softmax"  # the nonlinearity of a softmax-family model's attention (icl.core.attention)
+    nonlinearity: str = "softmax"  # of the attention of the softmax-family models (icl.core.attention)
     # --- the task (paper §2.1)
     task: str = "difficult"  # easy (copy the matching label) | difficult (mean of top-k labels)
     top_k: int = 2  # k of the difficult task; top-2 is the paper's main case
@@ -136,7 +136,7 @@ class RunConfig:
 
 _NAMES = tuple(f.name for f in fields(RunConfig))
 # field -> the default that gives the models before it
-LATER_FIELDS = {"heads": 1, "tie_layers": False, "lr_inverse_depth_exponent": 0.0, "attention": "softmax"}
+LATER_FIELDS = {"heads": 1, "tie_layers": False, "lr_inverse_depth_exponent": 0.0, "nonlinearity": "softmax"}
 _TYPES = {f.name: type(f.default) for f in fields(RunConfig)}
 _FLOATS = tuple(name for name in _NAMES if _TYPES[name] is float)
 
@@ -202,9 +202,9 @@ def validate(c: RunConfig) -> None:
     _choice("schedule", c.schedule, SCHEDULES)
     _choice("residual_scale", c.residual_scale, RESIDUAL_SCALES)
     _choice("subspace", c.subspace, SUBSPACES)
-    _choice("attention", c.attention, tuple(NONLINEARITIES))
-    if c.attention != "softmax" and c.model == "linear":
-        raise ConfigError(f"attention: {c.attention!r} is allowed only for the softmax-family models "
+    _choice("nonlinearity", c.nonlinearity, tuple(NONLINEARITIES))
+    if c.nonlinearity != "softmax" and c.model == "linear":
+        raise ConfigError(f"nonlinearity: {c.nonlinearity!r} is allowed only for the softmax-family models "
                           f"(here model 'linear', whose attention is linear by definition)")
     if c.subspace != "learned" and (c.model not in ("softmax", "untied_values") or c.resolved_key_dim >= c.dim):
         raise ConfigError(f"subspace: {c.subspace!r} is allowed only for the softmax and untied_values models "

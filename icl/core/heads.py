@@ -30,7 +30,7 @@ def head_mean(t: torch.Tensor, h: int, dim: int) -> torch.Tensor:
     return t.unflatten(dim, (shape[dim] // h, h)).mean(dim + 1)
 
 
-def stream_layer(z, qk, V, step, P, h, kind="softmax"):
+def stream_layer(z, qk, V, step, P, h, kind):
     """One layer of SharedStream for n models, with h heads (h = 1 included) and the nonlinearity
     `kind`: z (n, B, P+1, D) states (query last), qk (n, D, 2 h k) = [Q^T K^T] of the layer's heads,
     V (n, D, h D) = [V_1 ... V_h], step (n,). Returns the update

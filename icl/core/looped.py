@@ -19,6 +19,11 @@ class Looped(Cascade):
     icl.core.models are checked and timed against: layer j of the models deeper than j, one einsum per
     term, the per-layer predictors assigned model by model. Same parameters, same names."""
 
+    def __init__(self, cfg: RunConfig, depths: list[int], in_dim: int):
+        if cfg.nonlinearity != "softmax":
+            raise ValueError(f"the first implementations compute softmax attention only, not {cfg.nonlinearity!r}")
+        super().__init__(cfg, depths, in_dim)
+
     def active(self, j: int) -> tuple[int, torch.Tensor]:
         n = sum(1 for L in self.depths if L > j)
         return n, self.offsets[:n] + j

@@ -18,7 +18,7 @@ from torch import nn
 
 from .accel import native
 from .accel.functions import ContextKernel, SoftmaxLayers, StreamLayers, Workspace
-from .attention import KERNEL_NONLINEARITY, weights
+from .attention import shares, weights
 from .heads import head_mean, split_heads, stream_layer
 from .config import RunConfig
 from .tasks import Batch, gaussian
@@ -101,9 +101,9 @@ class Stack(nn.Module):
         return g @ self.layer_mean
 
     def kernel(self, name: str, tokens: int, *tensors: torch.Tensor) -> bool:
-        """Whether this forward pass runs in the C kernel `name` (icl.core.accel): it computes
-        softmax only, on CPU float32 tensors; everything else trains through autograd."""
-        return self.cfg.attention == KERNEL_NONLINEARITY and native.usable(name, tokens, *tensors)
+        """Whether this forward pass runs in the C kernel `name` (icl.core.accel): one that
+        `native.runs_in_kernel` allows for this config, on tensors it takes (CPU float32)."""
+        return native.runs_in_kernel(self.cfg) and native.usable(name, tokens, *tensors)
 
 
 def project(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
@@ -188,11 +188,11 @@ class SoftmaxEnsemble(Stack):
         # x_mu . (K_l^T Q_l x_q): one (B, d) x (d, T*d) product through the merged K_l^T Q_l.
         merged = torch.einsum("tkd,tke->tde", K, Q)  # (T h, d, d) K_l^T Q_l, per head
         a = (batch.xq @ merged.flatten(0, 1).T).unflatten(1, merged.shape[:2])  # (B, T h, d)
-        f, att = query_readout(a, batch.x, batch.y, self.cfg.attention)  # (B, T h) each head's weighted label
+        f, att = query_readout(a, batch.x, batch.y, self.cfg.nonlinearity)  # (B, T h) each head's weighted label
         g = f * c
         if h > 1:  # (B, T): each layer's heads summed (weighted 1/h), their attention averaged
             g, att = g.unflatten(1, (-1, h)).sum(-1), head_mean(att, h, 1)
-        return Output(self.ensemble(g), g, att.detach() if attention else None)
+        return Output(self.ensemble(g), g, shares(att.detach(), self.cfg.nonlinearity) if attention else None)
 
 
 class Cascade(Stack):
@@ -280,7 +280,7 @@ class ContextUpdates(Cascade):
     def forward(self, batch: Batch, attention: bool = False) -> Output:
         Q, K = (self.per_layer(p, self.by_layer) for p in (self.query, self.key))  # (T, k, d), layer index first
         u = self.per_layer(self.context_scalar, self.by_layer)  # (T,)
-        kind = self.cfg.attention
+        kind = self.cfg.nonlinearity
         if self.kernel("context_updates", batch.x.shape[1], batch.x, Q, K, u, batch.y):
             states = ContextKernel.apply(batch.x, Q, K, u, batch.y, self.counts, self.workspace,
                                          torch.is_grad_enabled())  # (T, B, P) in C
@@ -294,8 +294,8 @@ class ContextUpdates(Cascade):
         if attention:
             B, P = batch.y.shape
             ctx = context_attention(project(batch.x, torch.cat([Q, K], 1)), kind).view(-1, B, P, P)  # (T, B, P, P)
-            out.query_attention = att.detach()[:, self.from_by_layer]
-            out.context_attention = ctx.detach().transpose(0, 1)[:, self.from_by_layer]
+            out.query_attention = shares(att.detach(), kind)[:, self.from_by_layer]
+            out.context_attention = shares(ctx.detach(), kind).transpose(0, 1)[:, self.from_by_layer]
         return out
 
 
@@ -329,8 +329,7 @@ class SharedStream(Cascade):
         z = torch.cat([torch.cat([batch.x, batch.y.unsqueeze(-1)], -1),
                        torch.cat([batch.xq, batch.xq.new_zeros(B, 1)], -1).unsqueeze(1)], 1)  # (B, P+1, D)
         base = z[:, P] @ self.readout.T  # (B, M) r . z_q^0
-        # Several heads: autograd only (the C kernel computes one head per layer).
-        if self.heads == 1 and not attention and self.kernel("shared_stream", P, z, self.query, self.value):
+        if not attention and self.kernel("shared_stream", P, z, self.query, self.value):  # one head a layer
             return self.forward_native(z, base)
         z = z.expand(M, B, P + 1, D)  # (M, B, P+1, D), models first: the active ones are z[:n]
         qk = self.per_layer(torch.cat([self.query, self.key], 1), self.by_layer)  # (T, 2 h k, D) layer index first
@@ -340,9 +339,9 @@ class SharedStream(Cascade):
             if n < z.shape[0]:
                 finished.append(z[n:, :, P])
                 z = z[:n]
-            dz, att = stream_layer(z, qk[j], self.value[:n], self.update_scale[:n], P, self.heads, self.cfg.attention)
+            dz, att = stream_layer(z, qk[j], self.value[:n], self.update_scale[:n], P, self.heads, self.cfg.nonlinearity)
             contrib.append(dz[:, :, P] @ self.readout[:n, :, None])  # (n, B, 1) r . Delta_l
-            att_q.append(att[:, :, :, P].mean(2) if attention else None)  # (n, B, P) the heads' mean
+            att_q.append(shares(att.detach()[:, :, :, P], self.cfg.nonlinearity).mean(2) if attention else None)  # (n, B, P) the heads' mean
             z = z + dz
         zq = torch.cat([z[:, :, P]] + finished[::-1])  # (M, B, D)
         pred = (zq * self.readout[:, None]).sum(-1).T  # (B, M)

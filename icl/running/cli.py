@@ -97,7 +97,7 @@ def field_help() -> dict[str, str]:
             notes[m.group(1)] = m.group(2).strip()
     choices = {"model": config.MODELS, "task": config.TASKS, "device": config.DEVICES,
                "schedule": config.SCHEDULES, "residual_scale": config.RESIDUAL_SCALES,
-               "subspace": config.SUBSPACES}
+               "subspace": config.SUBSPACES, "nonlinearity": tuple(config.NONLINEARITIES)}
     out = {}
     for name in field_names():
         text = notes.get(name, "")

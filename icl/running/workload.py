@@ -10,7 +10,9 @@ Time: the largest group of each model (by `memory.step_floats`, the tensors a st
 first models where it is larger than TIMED_FLOATS) is built and trained for a few steps (one to
 warm up, then about TIMED_BLOCK seconds of them); every other group of that model is scaled from
 it by the same measure, and evaluations are counted as forward passes over the held-out contexts (about a third
-of a training step per context). Size: the floats a result holds (train.group_results), at the
+of a training step per context). Groups that share a training pass (`sweep.passes`: one seed's
+ranks) draw each batch once, so every group of a pass beyond its first is priced without the
+draw, timed on its own (`draw_seconds`). Size: the floats a result holds (train.group_results), at the
 bytes JSON gives a float, plus the fixed fields.
 """
 from __future__ import annotations
@@ -85,20 +87,50 @@ def evaluation_steps(cfg: RunConfig) -> float:
     return ((cfg.eval_points + 1) * curve + 4 * cfg.eval_contexts) / (3 * cfg.batch_size)
 
 
+def draw_seconds(cfg: RunConfig) -> float:
+    """Wall seconds of drawing one training batch of cfg's task on this machine: what a shared
+    pass saves, at every step, for each group beyond its first."""
+    from ..core.tasks import make_generator, sample_batch  # heavy: the core loads torch; workload alone loads none
+    from ..core.train import resolve_device
+    from .timing import seconds_per_step
+
+    device = resolve_device(cfg.device)
+    gen = make_generator(cfg.seed, device)
+    wall, _ = seconds_per_step({"draw": lambda: sample_batch(cfg, cfg.batch_size, gen)}, 1, device, TIMED_BLOCK)
+    return wall["draw"]
+
+
+def shared_draws(todo: list[list[RunConfig]], step: dict[int, float]) -> float:
+    """Seconds the shared passes of `todo` save: one batch's draw per step for every group of a
+    pass beyond its first (at most that group's priced step, `step[id(group)]`), each draw timed
+    once per task and shape (`train.data_key` less the seed)."""
+    from ..core.train import data_key  # heavy: the core loads torch; workload alone loads none
+    from .sweep import passes  # heavy: sweep loads torch and yaml
+
+    timed: dict[tuple, float] = {}
+    saved = 0.0
+    for together in passes(todo):
+        base = together[0][0]
+        shape = tuple(kv for kv in data_key(base) if kv[0] != "seed")
+        for group in together[1:]:
+            if shape not in timed:
+                timed[shape] = draw_seconds(base)
+            saved += min(timed[shape], step[id(group)]) * base.steps
+    return saved
+
+
 def estimate(todo: list[list[RunConfig]]) -> dict:
     """{"seconds", "bytes", "runs", "groups", "measured": [(largest group, seconds per step)]}."""
-    # Timed per model and head count: one head may run in a C kernel, several in torch (models.py).
-    kind = lambda c: (c.model, c.heads)
+    # Timed per model, head count and nonlinearity: one head of softmax may run in a C kernel, the
+    # others through autograd (models.py).
+    kind = lambda c: (c.model, c.heads, c.nonlinearity)
     largest: dict[tuple, list[RunConfig]] = {}
     for g in todo:
         if kind(g[0]) not in largest or group_cost(g) > group_cost(largest[kind(g[0])]):
             largest[kind(g[0])] = g
     per_step = {m: group_step_seconds(timed_part(g)) / group_cost(timed_part(g)) for m, g in largest.items()}  # s per float
-    seconds = 0.0
-    for g in todo:
-        base = g[0]
-        evaluations = evaluation_steps(base)
-        seconds += per_step[kind(base)] * group_cost(g) * (base.steps + evaluations)
+    step = {id(g): per_step[kind(g[0])] * group_cost(g) for g in todo}  # seconds of one step of each group
+    seconds = sum(step[id(g)] * (g[0].steps + evaluation_steps(g[0])) for g in todo) - shared_draws(todo, step)
     size = sum(ENTRY_BYTES + FLOAT_BYTES * result_floats(c) for g in todo for c in g)
     measured = [(g, per_step[m] * group_cost(g)) for m, g in largest.items()]
     return {"seconds": seconds, "bytes": size, "runs": sum(map(len, todo)), "groups": len(todo), "measured": measured}

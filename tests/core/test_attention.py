@@ -28,13 +28,17 @@ def agree(cfg, depths) -> dict:
     return result
 
 
+OTHERS = [k for k in attention_module.NONLINEARITIES if k != attention_module.KERNEL_NONLINEARITY]
+
+
+@pytest.mark.parametrize("kind", OTHERS)
 @pytest.mark.parametrize("model", FAMILY)
 @pytest.mark.parametrize("heads, tied", [(1, False), (2, True)], ids=["h1", "h2-tied"])
-def test_sigmoid_attention_computes_the_plain_algebra(model, heads, tied):
-    """With 16 tokens the kernels could run; under sigmoid they must not, and autograd agrees
-    with the plain algebra."""
+def test_every_other_nonlinearity_computes_the_plain_algebra(kind, model, heads, tied):
+    """With 16 tokens the kernels could run; under a nonlinearity other than softmax they must not,
+    and autograd agrees with the plain algebra."""
     heads = 1 if model == "context_updates" else heads  # context updates have one head per layer
-    cfg = tiny_config(model=model, attention="sigmoid", context_length=16, key_dim=3, heads=heads,
+    cfg = tiny_config(model=model, nonlinearity=kind, context_length=16, key_dim=3, heads=heads,
                       tie_layers=tied, batch_size=16)
     assert not [k for k in native.in_use(cfg, torch.device("cpu")) if not k.startswith("sampling")]
     agree(cfg, [3, 1, 2])
@@ -58,20 +62,33 @@ def test_a_nonlinearity_added_to_the_dict_alone_trains(monkeypatch):
     monkeypatch.setitem(attention_module.NONLINEARITIES, "relu",
                         lambda s: torch.relu(s) / s.shape[-1])  # ReLU attention, scaled by 1 / P
     for model in FAMILY:
-        cfg = tiny_config(model=model, attention="relu", key_dim=3, steps=4, batch_size=16)
+        cfg = tiny_config(model=model, nonlinearity="relu", key_dim=3, steps=4, batch_size=16)
         agree(cfg, [2, 1])
         for r in train_group([cfg.replace(depth=L) for L in (2, 1)]):
             assert math.isfinite(r["final_loss"])
 
 
+@pytest.mark.parametrize("model", FAMILY)
+def test_the_attention_a_model_reports_is_each_rows_shares(model):
+    """The measurements (target mass, entropy, token selection) read shares: under sigmoid the
+    reported rows sum to 1 although the weights do not."""
+    cfg = tiny_config(model=model, nonlinearity="sigmoid", key_dim=3, batch_size=16)
+    stack = perturbed(build(cfg, stack_order(model, [2, 1])), 1)
+    with torch.no_grad():
+        out = stack(tiny_batch(cfg, n=8, seed=1), attention=True)
+    for att in (out.query_attention, out.context_attention):
+        if att is not None:
+            assert (att.sum(-1) - 1).abs().max() < 1e-5
+
+
 def test_an_unknown_nonlinearity_is_named_in_the_error():
-    with pytest.raises(ConfigError, match=r"attention: unknown value 'sofmax'; allowed: softmax, sigmoid"):
-        tiny_config(attention="sofmax")
-    with pytest.raises(ConfigError, match="attention: 'sigmoid' is allowed only for the softmax-family"):
-        tiny_config(model="linear", attention="sigmoid")
+    with pytest.raises(ConfigError, match=r"nonlinearity: unknown value 'sofmax'; allowed: softmax, sigmoid"):
+        tiny_config(nonlinearity="sofmax")
+    with pytest.raises(ConfigError, match="nonlinearity: 'sigmoid' is allowed only for the softmax-family"):
+        tiny_config(model="linear", nonlinearity="sigmoid")
 
 
 def test_softmax_configs_keep_their_cache_keys():
-    """attention is a later field: at its default it is not in the config's dict (nor its key)."""
-    assert "attention" not in tiny_config().to_dict()
-    assert tiny_config(attention="sigmoid").to_dict()["attention"] == "sigmoid"
+    """nonlinearity is a later field: at its default it is not in the config's dict (nor its key)."""
+    assert "nonlinearity" not in tiny_config().to_dict()
+    assert tiny_config(nonlinearity="sigmoid").to_dict()["nonlinearity"] == "sigmoid"

@@ -101,7 +101,7 @@ def test_to_dict_is_dataclasses_asdict():
 
     for cfg in (tiny_config(model="linear", key_dim=3, track_modes=True),
                 tiny_config(model="softmax", key_dim=3, heads=2, tie_layers=True, lr_inverse_depth_exponent=0.5,
-                            attention="sigmoid")):
+                            nonlinearity="sigmoid")):
         full = dataclasses.asdict(cfg)
         kept = {k: v for k, v in full.items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
         assert cfg.to_dict() == kept and list(cfg.to_dict()) == list(kept)

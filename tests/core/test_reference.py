@@ -91,7 +91,8 @@ def test_the_reference_reads_no_query_and_its_predictors_average_to_its_predicti
     if g is not None:  # the ensemble view (Appendix B): y_hat = mean_l g_l, L = 4 terms
         assert (g.mean(1) - pred).abs().max() <= 16 * 2.0**-53 * g.abs().max() * 4
     z = torch.cat([x, xq.unsqueeze(1)], 1)
-    A = attention(ref.query[0].detach(), ref.key[0].detach(), z) if model != "shared_stream" else None
+    kind = "linear" if model == "linear" else "softmax"
+    A = attention(ref.query[0].detach(), ref.key[0].detach(), z, kind) if model != "shared_stream" else None
     if A is not None:
         assert torch.all(A[:, :, -1] == 0)  # no token reads the query: exactly, by the mask
         if model != "linear":  # softmax rows are distributions over the P context tokens (P roundings)

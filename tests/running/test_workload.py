@@ -82,3 +82,18 @@ def test_the_estimates_are_close_to_a_real_run(tmp_path):
     print(f"time: estimate {e['seconds']:.2f} s, trained {trained:.2f} s; size: estimate {e['bytes']}, written {written}")
     assert 0.25 < e["seconds"] / trained < 4
     assert 0.5 < e["bytes"] / written < 2
+
+
+def test_groups_that_share_a_pass_are_priced_without_their_second_draw(monkeypatch):
+    """One seed's two ranks train in one pass (sweep.passes) and draw each batch once: the estimate
+    is the two groups' steps less one draw a step; two seeds draw their own batches."""
+    monkeypatch.setattr(workload, "group_step_seconds", lambda group: 1e-3 * workload.group_cost(group))
+    monkeypatch.setattr(workload, "draw_seconds", lambda cfg: 0.25)
+    monkeypatch.setattr(workload, "evaluation_steps", lambda cfg: 0.0)
+    ranks = [tiny_config(model="softmax", key_dim=k, depth=L, steps=100) for k in (2, 6) for L in (1, 2)]
+    seeds = [c.replace(seed=s) for c in ranks[:2] for s in (0, 1)]
+    alone = lambda todo: sum(1e-3 * workload.group_cost(g) * 100 for g in todo)
+    shared, apart = groups(ranks), groups(seeds)
+    assert len(shared) == 2 and len(apart) == 2
+    assert workload.estimate(shared)["seconds"] == pytest.approx(alone(shared) - 0.25 * 100)
+    assert workload.estimate(apart)["seconds"] == pytest.approx(alone(apart))

@@ -5,7 +5,8 @@
 - `functions`: the model kernels as autograd functions, whose backward passes are written in C.
 
 Every model trains through torch's autograd (icl.core.models) on any device; on a CPU, a model
-whose kernel can take the tensors (`native.usable`: float32, a compiler, softmax attention) runs it
-instead, and each kernel is kept only because `make bench` shows it at least 2x faster than
+that has a kernel (`native.runs_in_kernel`: softmax attention, one head a layer in the shared
+stream) runs it instead where the kernel can take the tensors (`native.usable`: CPU float32, a
+compiler, ICL_NATIVE), and each kernel is kept only because `make bench` shows it at least 2x faster than
 autograd at its notebook's quick shape (docs/speed.md). Without a C compiler, or with
 ICL_NATIVE=0, nothing here runs and every result is still computed, through autograd."""

@@ -18,10 +18,11 @@ with OpenMP splits its contexts among torch's own threads (icl/core/accel/kernel
 splits them among Python threads (ctypes releases the GIL).
 
 Where there is no compiler, on a GPU, for context updates and the shared stream with contexts
-that are not a multiple of 16 tokens, or with ICL_NATIVE=0 (or a list
-of the kernels allowed), the models train through autograd: the same algebra, several times slower (SLOWER; said once per process, with the reason, where the
-kernels could not be built). Every path is tested against icl.core.reference (tests/core/test_reference.py,
-tests/core/test_native.py).
+that are not a multiple of 16 tokens, with an attention other than softmax, for a shared stream of
+several heads a layer (`runs_in_kernel`), or with ICL_NATIVE=0 (or a list of the kernels allowed),
+the models train through autograd: the same algebra, several times slower (SLOWER; said once per
+process, with the reason, where the kernels could not be built). Every path is tested against
+icl.core.reference (tests/core/test_reference.py, tests/core/test_native.py).
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from pathlib import Path
 
 import torch
 
+from ..attention import KERNEL_NONLINEARITY
 from .ziggurat import ziggurat_tables
 
 KERNELS = Path(__file__).with_name("kernels")
@@ -47,7 +49,7 @@ FLAGS = ["-O3", "-march=native", "-fPIC", "-shared"]
 PORTABLE_FLAGS = ["-O3", "-fPIC", "-shared"]  # for compilers that know no -march=native
 OPENMP = ["-fopenmp"]  # where the compiler has it (Apple's clang has not): each set is tried with it first
 BUILD = Path(os.environ.get("ICL_KERNEL_CACHE") or Path.home() / ".cache" / "icl" / "kernels").expanduser().absolute()  # ctypes searches the loader's path for a bare name
-SLOWER = "3x"  # a run's training time, torch path over kernels: 2.5x softmax depth 16, 3.3x context updates (1 thread)
+SLOWER = "3x"  # a step through autograd over the kernels at the quick shapes, 1 thread: 2.7-4.7x (docs/speed.md)
 
 
 def enabled(name: str) -> bool:
@@ -167,7 +169,7 @@ def library(name: str) -> ctypes.CDLL | None:
 
 def fell_back(name: str, why: str) -> None:
     """Say, once per process and in one line, that the kernels are off, why and what it costs:
-    the torch path computes the same numbers, so nothing else would show it but the time."""
+    autograd computes the same numbers, so nothing else would show it but the time."""
     if not _SAID:
         _SAID.append(name)
         print(f"icl: C kernels off (icl/core/accel/kernels/{name}.c: {why}); training runs about {SLOWER} slower through autograd",
@@ -189,15 +191,20 @@ def usable(name: str, tokens: int, *tensors: torch.Tensor) -> bool:
             and all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors) and library(name) is not None)
 
 
+def runs_in_kernel(cfg) -> bool:
+    """Whether a model of this config has a C kernel: softmax attention only (icl.core.attention),
+    and for the shared stream one head a layer; everything else trains through autograd."""
+    several_heads = cfg.model == "shared_stream" and cfg.heads > 1
+    return cfg.model in KERNEL_OF and cfg.nonlinearity == KERNEL_NONLINEARITY and not several_heads
+
+
 def in_use(cfg, device: torch.device) -> list[str]:
     """The kernels a run of this config trains through, with their builds ("softmax_ensemble:native",
     ...; empty where none). Sampling runs in C for the training batches on the CPU and, on every
     device, for the held-out sets (drawn on the CPU). The draws' kernel (normal) is not listed: its numbers
     are numpy's bit for bit, so runs with and without it share their cache entries."""
     used = ["sampling"] if usable("sampling", 16) else []
-    several_heads = cfg.model == "shared_stream" and cfg.heads > 1  # autograd (models.SharedStream)
-    # The kernels compute softmax only (icl.core.attention): other nonlinearities train through autograd.
-    name = None if several_heads or cfg.attention != "softmax" else KERNEL_OF.get(cfg.model)
+    name = KERNEL_OF.get(cfg.model) if runs_in_kernel(cfg) else None
     if name is not None and device.type == "cpu" and usable(name, cfg.context_length):
         used.append(name)
     return sorted(f"{n}:{BUILT_WITH[n]}" for n in used)
@@ -249,7 +256,7 @@ def parallel(name: str, call, n: int) -> None:
 
 
 def context_forward(x, QK, u, y, counts, states, prod, stats) -> None:
-    """ContextRecurrence's forward pass into `states` (and, for a backward pass, `prod`, `stats`)."""
+    """ContextKernel's forward pass into `states` (and, for a backward pass, `prod`, `stats`)."""
     lib = library("context_updates")
     B, P, d = x.shape
     count = torch.tensor(counts, dtype=torch.int64)
@@ -259,7 +266,7 @@ def context_forward(x, QK, u, y, counts, states, prod, stats) -> None:
 
 
 def context_backward(x, QK, u, counts, states, prod, stats, grad_states) -> tuple[torch.Tensor, torch.Tensor]:
-    """The gradients of ContextRecurrence with respect to QK = [Q; K] and u, from those of its
+    """The gradients of ContextKernel with respect to QK = [Q; K] and u, from those of its
     states: sums over fixed blocks of contexts, added in block order (independent of the number
     of threads)."""
     lib = library("context_updates")

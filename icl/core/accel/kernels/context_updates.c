@@ -6,8 +6,16 @@
    nothing from any other, so one pair runs all its layers with its vectors in L1 cache. The
    P x P attention is never stored: the forward pass keeps, per row, the largest score and the
    inverse of the softmax's sum, and the backward pass recomputes the weights from them. Same
-   algebra as ContextRecurrence's torch path (whose docstrings derive the backward), which stays
-   the reference the tests compare this one with.
+   algebra as icl.core.models.context_states (trained through autograd); the tests compare both
+   with icl.core.reference.
+
+   The backward pass of one update h' = h + u A h, A = softmax(qx kx^T), given g = dLoss/dh':
+   with w = u g the score gradient is w_p A_pq (h_q - (A h)_p), so
+       dqx_p = w_p [(A (h kx))_p - (A h)_p (A kx)_p],
+       dkx_q = h_q (A^T (w qx))_q - (A^T (w (A h) qx))_q,
+       dh = g + A^T w,   du = sum_p g_p (A h)_p.
+   The forward pass's one product A [h, h kx, kx] gives A h and what the backward needs of A from
+   the right; the backward's one product A^T L with L = [w qx, (A h) w qx, w] gives the rest.
 
    Rows of 16 tokens are one vector (GCC/Clang vector extensions), so P must be a multiple of 16.
    The forward pass puts the rows p of a block in the lanes (softmax over q needs no horizontal

@@ -1,5 +1,5 @@
 /* The arithmetic of icl.core.tasks.sample_batch, from the Gaussian draws that torch made (the same
-   draws, in the same order, as the torch path's: only what is computed from them moves here).
+   draws, in the same order, as icl.core.tasks.compute_batch's (torch): only what is computed from them moves here).
 
    For context b, from G (d x d), Z (P x d), WZ (d) and QZ (d) standard normal draws:
        O = the orthogonal factor of G = O R with diag(R) > 0   (Haar: Gram-Schmidt, twice)

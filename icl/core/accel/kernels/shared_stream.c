@@ -7,7 +7,7 @@
    A (model, context) pair needs nothing from any other, so it runs all its layers with its
    states in L1 cache. The attention is never stored: the forward pass keeps, per row, the
    largest score and the inverse of the softmax's sum; the backward pass recomputes the weights.
-   Same algebra as the torch path of SharedStream (autograd through icl.core.heads.stream_layer), which
+   Same algebra as SharedStream trained through autograd (icl.core.heads.stream_layer), which
    stays the reference the tests compare this one with.
 
    States are feature-major, zT (D, NP) with NP = P + 16: rows of 16 tokens are one vector and
