@@ -14,9 +14,10 @@ from tqdm import tqdm
 
 from ..core.config import ConfigError, RunConfig, excerpt, field_names
 from ..core.suggest import did_you_mean
-from ..core.train import data_key, group_key, is_diverged, train_finite, train_finite_together
+from ..core.train import group_key, is_diverged, train_finite, train_finite_together
 from .cache import RunCache
-from ..core.memory import check_fits, device_memory, estimate_bytes
+from .passes import passes
+from ..core.memory import check_fits
 from .files import rescue
 
 # Plural keys of a sweep file and the RunConfig field each one varies, outermost first: runs come
@@ -139,21 +140,6 @@ def groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
     for c in cfgs:
         out.setdefault(group_key(c), []).append(c)
     return list(out.values())
-
-
-def passes(todo: list[list[RunConfig]], share: float = 0.25) -> list[list[list[RunConfig]]]:
-    """The groups of `todo` as training passes: groups that draw the same batches (`data_key`,
-    e.g. one seed's sweeps at several ranks) share a pass, as many as fit together in `share` of
-    the device's memory (a pass holds every stack it trains at once); first-seen order."""
-    out: dict[tuple, list[list[list[RunConfig]]]] = {}
-    for group in todo:
-        limit = share * device_memory(group[0].device)[0]
-        sets = out.setdefault(data_key(group[0]), [[]])
-        need = lambda gs: sum(estimate_bytes(g[0], [c.depth for c in g]) for g in gs)
-        if sets[-1] and need(sets[-1] + [group]) > limit:
-            sets.append([])
-        sets[-1].append(group)
-    return [p for sets in out.values() for p in sets]
 
 
 def train_pass(together: list[list[RunConfig]], progress: bool) -> list[list[dict]]:

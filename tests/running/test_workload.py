@@ -85,7 +85,7 @@ def test_the_estimates_are_close_to_a_real_run(tmp_path):
 
 
 def test_groups_that_share_a_pass_are_priced_without_their_second_draw(monkeypatch):
-    """One seed's two ranks train in one pass (sweep.passes) and draw each batch once: the estimate
+    """One seed's two ranks train in one pass (running.passes) and draw each batch once: the estimate
     is the two groups' steps less one draw a step; two seeds draw their own batches."""
     monkeypatch.setattr(workload, "group_step_seconds", lambda group: 1e-3 * workload.group_cost(group))
     monkeypatch.setattr(workload, "draw_seconds", lambda cfg: 0.25)
