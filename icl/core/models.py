@@ -41,6 +41,7 @@ class Stack(nn.Module):
     """Bookkeeping shared by all models: which layer belongs to which model, and the scales."""
 
     cascade = False  # a model whose states evolve layer by layer (then its stack keeps the deepest first)
+    replicated = False  # called by icl.core.replicas under vmap: no C kernel takes its batched tensors
 
     def __init__(self, cfg: RunConfig, depths: list[int], in_dim: int):
         super().__init__()
@@ -103,7 +104,7 @@ class Stack(nn.Module):
     def kernel(self, name: str, tokens: int, *tensors: torch.Tensor) -> bool:
         """Whether this forward pass runs in the C kernel `name` (icl.core.accel): one that
         `native.runs_in_kernel` allows for this config, on tensors it takes (CPU float32)."""
-        return native.runs_in_kernel(self.cfg) and native.usable(name, tokens, *tensors)
+        return not self.replicated and native.runs_in_kernel(self.cfg) and native.usable(name, tokens, *tensors)
 
 
 def project(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:

@@ -19,6 +19,7 @@ from . import __version__
 from .config import ConfigError, RunConfig
 from .decomposition import decompose
 from .models import Stack, build, model_class, stack_order
+from .replicas import REPLICA_FIELDS, Replicas, replicates, stack_batches, stack_shape
 from .tasks import EVAL_SEED, VALIDATION_SEED, Batch, held_out, make_generator, mode_labels, power_spectrum, sample_batch
 
 EVAL_CHUNK = 512  # contexts per evaluation forward pass: bounds memory, not results
@@ -95,11 +96,13 @@ def lr_factor(cfg: RunConfig, step: int) -> float:
 
 
 class StackAdam:
-    """Adam with one learning rate per model of the stack (rows of each parameter map to models)."""
+    """Adam with one learning rate per model of the stack (rows of each parameter map to models).
+    Of replicas (icl.core.replicas) the rows are each parameter's second axis, after the replicas'."""
 
-    def __init__(self, stack: Stack, lrs: torch.Tensor, betas=(0.9, 0.999), eps=1e-8):
-        own = stack.owners()
-        self.params = [(p, lrs[own[n].to(lrs.device)].view(-1, *[1] * (p.dim() - 1))) for n, p in stack.named_parameters()]
+    def __init__(self, stack: Stack | Replicas, lrs: torch.Tensor, betas=(0.9, 0.999), eps=1e-8):
+        own, lead = stack.owners(), int(isinstance(stack, Replicas))
+        self.params = [(p, lrs[own[n].to(lrs.device)].view(-1, *[1] * (p.dim() - 1 - lead)))
+                       for n, p in stack.named_parameters()]
         self.moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p, _ in self.params]
         self.betas, self.eps, self.t = betas, eps, 0
 
@@ -191,10 +194,11 @@ def plateau(curve_steps: list[int], curve: list[float], total_steps: int) -> flo
     return float((smooth[at80] - end) / max(end, 1e-12))
 
 
-def update(stack: Stack, opt: StackAdam, base: RunConfig, batch: Batch, step: int) -> tuple:
-    """One Adam update of every model of the stack on `batch`: (the stack's Output, (M,) losses)."""
+def update(stack: Stack | Replicas, opt: StackAdam, base: RunConfig, batch: Batch, step: int) -> tuple:
+    """One Adam update of every model of the stack on `batch`: (the stack's Output, (M,) losses;
+    of replicas, (R, M))."""
     out = stack(batch)
-    losses = ((out.pred - batch.target[:, None]) ** 2).mean(0)  # (M,)
+    losses = ((out.pred - batch.target[..., None]) ** 2).mean(-2)  # (M,) or (R, M)
     opt.zero_grad()
     losses.sum().backward()
     opt.step(lr_factor(base, step))
@@ -219,7 +223,8 @@ class GroupPass:
         assert depths == stack_order(base.model, depths)
         torch.manual_seed(base.seed)  # before each group's build: its initial weights are its own
         self.stack = build(base, depths).to(device)
-        self.opt = StackAdam(self.stack, torch.tensor([model_lr(cfgs[i]) for i in self.order], device=device))  # per-model rates
+        self.lrs = torch.tensor([model_lr(cfgs[i]) for i in self.order], device=device)  # per-model rates
+        self.opt = StackAdam(self.stack, self.lrs)
         self.device = device
         self.evalset, self.valset = held_out(base, device, EVAL_SEED), held_out(base, device, VALIDATION_SEED)
         self.curve_set = self.evalset.slice(0, base.curve_contexts)  # the loss along training: a subset, for speed
@@ -260,39 +265,91 @@ class GroupPass:
                              self.omega, summarise(self.stack, self.evalset, self.valset), wall, models_in_pass)
 
 
+class ReplicaPass:
+    """Groups whose stacks have one shape (equal `replicas.stack_shape`), trained
+    as replicas of one stack (icl.core.replicas) on the batches of their own streams, stacked. Each
+    keeps its GroupPass for its records, checks and results; its stack takes its replica's trained
+    values before each record."""
+
+    def __init__(self, members: list[GroupPass]):
+        self.members = members
+        self.stack = Replicas([p.stack for p in members])
+        self.opt = StackAdam(self.stack, members[0].lrs)
+        self.first_bad = torch.stack([p.first_bad for p in members])  # (R, M)
+
+    def step(self, batch: Batch, step: int) -> None:
+        out, losses = update(self.stack, self.opt, self.members[0].cfgs[0], batch, step)
+        broke = own_nonfinite(self.stack.base, out.layer_preds, losses)  # (R, M)
+        self.first_bad = torch.where((self.first_bad < 0) & broke, step, self.first_bad)
+        for r, p in enumerate(self.members):  # views: each member's `check` reads its own row
+            p.first_bad = self.first_bad[r]
+
+
+def lanes(passes: list[GroupPass], replicate: bool) -> list[list[int]]:
+    """Which passes step together: with `replicate`, those whose stacks have one shape, as replicas
+    (a lane of several); otherwise each alone. First-seen order."""
+    out: dict[tuple, list[int]] = {}
+    for i, p in enumerate(passes):
+        out.setdefault(stack_shape(p.cfgs) if replicate else i, []).append(i)
+    return list(out.values())
+
+
+def pass_key(cfg: RunConfig, replicate: bool) -> tuple:
+    """Groups with equal keys can train in one pass (`train_groups`): the same batches, or with
+    `replicate` any of the replica fields' values (each replica draws its own)."""
+    key = dict(data_key(cfg))
+    return tuple(sorted({k: v for k, v in key.items() if k not in REPLICA_FIELDS}.items())) if replicate else data_key(cfg)
+
+
 def data_key(cfg: RunConfig) -> tuple:
     """Groups with equal keys draw the same batches (same seed, task, shapes, steps): they can
     train in one pass, sharing each batch, and the rank of their attention may differ."""
     return tuple(sorted({**dict(group_key(cfg)), "key_dim": 0}.items()))
 
 
-def train_groups(groups: list[list[RunConfig]], progress: bool = True) -> list[list[dict] | DivergenceError]:
-    """Train several groups that draw the same batches (equal `data_key`) in one pass: each batch
-    is drawn once and every group's stack takes its step on it. A group's numbers are those it
-    gets trained alone (its own initial weights, the same batches, the same arithmetic); drawing
-    a batch costs as much as a step of a small stack, so sharing it saves up to half the time.
+def train_groups(groups: list[list[RunConfig]], progress: bool = True,
+                 replicate: bool | None = None) -> list[list[dict] | DivergenceError]:
+    """Train several groups in one pass: groups that draw the same batches (equal `data_key`) share
+    each batch, which is drawn once and taken by every group's stack. A group's numbers are those
+    it gets trained alone (its own initial weights, the same batches, the same arithmetic);
+    drawing a batch costs as much as a step of a small stack, so sharing it saves up to half the
+    time. With `replicate` (by default on a GPU: `replicas.replicates`) the groups need only equal
+    `pass_key`s: each data stream draws its own batches, and groups of one shape step as replicas
+    of one stack (`ReplicaPass`), the same numbers up to float32 rounding.
     Per group: its results, or the DivergenceError that stopped it (the other groups go on)."""
-    if len({data_key(g[0]) for g in groups}) != 1:
-        raise ValueError("train_groups needs groups that draw the same batches (equal data_key)")
     base = groups[0][0]
     device = resolve_device(base.device)
+    replicate = replicates(device) if replicate is None else replicate
+    if len({pass_key(g[0], replicate) for g in groups}) != 1:
+        raise ValueError("train_groups needs groups that draw the same batches (equal data_key), "
+                         "or as replicas equal pass_key")
     passes = [GroupPass(g, device) for g in groups]
+    streams = {data_key(g[0]): g[0] for g in reversed(groups)}  # each stream's first group draws its batches
+    stream_of = [list(streams).index(data_key(g[0])) for g in groups]
+    gens = [make_generator(cfg.seed, device) for cfg in streams.values()]
+    members = lanes(passes, replicate)
+    steppers = [passes[m[0]] if len(m) == 1 else ReplicaPass([passes[i] for i in m]) for m in members]
     errors: list[DivergenceError | None] = [None] * len(groups)
-    gen = make_generator(base.seed, device)
     depths = sorted({c.depth for g in groups for c in g})
     start = time.perf_counter()
     bar = tqdm(total=base.steps, disable=not progress, mininterval=2.0, leave=False,
                desc=f"{base.model}/{base.task} L={','.join(map(str, depths))}"
-                    + (f" k={','.join(str(g[0].key_dim) for g in groups)}" if len(groups) > 1 else ""))
+                    + (f" k={','.join(str(g[0].key_dim) for g in groups)}" if len(groups) > 1 else "")
+                    + (f" {len(groups)} groups in {len(members)} lanes" if replicate and len(members) < len(groups) else ""))
     for step in range(base.steps):
-        live = [i for i, err in enumerate(errors) if err is None]
+        live = [j for j, m in enumerate(members) if any(errors[i] is None for i in m)]
         if not live:
             break
-        for i in live:
-            if step in passes[i].checkpoints:
-                passes[i].record()
-        shared_step([passes[i] for i in live], base, gen, step)
-        for i in live:
+        if step in passes[0].checkpoints:  # every group of a pass has the same steps and checkpoints
+            for j in live:
+                if isinstance(steppers[j], ReplicaPass):
+                    steppers[j].stack.sync()
+                for i in members[j]:
+                    if errors[i] is None:
+                        passes[i].record()
+        shared_step([steppers[j] for j in live], list(zip(streams.values(), gens)),
+                    [[stream_of[i] for i in members[j]] for j in live], step)
+        for i in [i for j in live for i in members[j] if errors[i] is None]:
             try:
                 passes[i].check(step)
             except DivergenceError as err:
@@ -300,6 +357,9 @@ def train_groups(groups: list[list[RunConfig]], progress: bool = True) -> list[l
         bar.update(1)
     bar.close()
     wall = time.perf_counter() - start
+    for stepper in steppers:
+        if isinstance(stepper, ReplicaPass):
+            stepper.stack.sync()
     out = []
     for p, err in zip(passes, errors):
         if err is None:
@@ -312,11 +372,14 @@ def train_groups(groups: list[list[RunConfig]], progress: bool = True) -> list[l
     return out
 
 
-def shared_step(passes: list[GroupPass], base: RunConfig, gen: torch.Generator, step: int) -> None:
-    """One fresh batch, and on it one update of every pass."""
-    batch = sample_batch(base, base.batch_size, gen)
-    for p in passes:
-        p.step(batch, step)
+def shared_step(steppers: list, streams: list[tuple[RunConfig, torch.Generator]], feeds: list[list[int]], step: int) -> None:
+    """One fresh batch from every data stream (its config and generator), and on them one update of
+    every stepper: a GroupPass on its stream's batch, a ReplicaPass on its replicas' (`feeds`: the
+    streams each stepper takes, one per replica), stacked."""
+    batches = [sample_batch(cfg, cfg.batch_size, gen) for cfg, gen in streams]
+    for stepper, feed in zip(steppers, feeds):
+        mine = [batches[s] for s in feed]
+        stepper.step(mine[0] if len(mine) == 1 else stack_batches(mine), step)
 
 
 def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
@@ -330,11 +393,12 @@ def train_group(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
 def own_nonfinite(stack: Stack, layer_preds: torch.Tensor | None, losses: torch.Tensor) -> torch.Tensor:
     """(M,) whether each model's own numbers broke: its layers' predictors (B, T) where the stack
     has them (their mean mixes every model's layers in one product, so one model's NaN makes every
-    loss NaN at once), else, or where every layer is finite, its loss."""
+    loss NaN at once), else, or where every layer is finite, its loss. Of replicas, (R, M) from
+    (R, B, T) and (R, M)."""
     if layer_preds is None:
         return ~torch.isfinite(losses)
-    own = ((~torch.isfinite(layer_preds)).any(0).float() @ stack.layer_mean) > 0
-    return torch.where(own.any(), own, ~torch.isfinite(losses))
+    own = ((~torch.isfinite(layer_preds)).any(-2).float() @ stack.layer_mean) > 0
+    return torch.where(own.any(-1, keepdim=True), own, ~torch.isfinite(losses))
 
 
 def check_finite(first_bad: torch.Tensor, cfgs: list[RunConfig], order: list[int]) -> None:

@@ -16,6 +16,7 @@ numbers, and the arithmetic of the paper profile, are in docs/speed.md.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
@@ -31,21 +32,56 @@ FLOAT = 4
 _KERNELS: dict[tuple, int] = {}
 
 
-def kernels_per_step(group: list[RunConfig]) -> int:
-    """Kernels one training step of `group` launches off the CPU: its torch operations, views aside,
-    counted on one step of the group at batch 2 run through torch's own code (no C kernels), the
-    rotations' count the device's method's (orthogonal_factor branches on the device)."""
-    base = group[0]
-    key = (base.model, tuple(sorted(c.depth for c in group)), base.task, base.subspace, base.label_noise > 0,
-           base.input_exponent != 0, base.normalize_inputs)
+def lane_kernels(lane: list[list[RunConfig]]) -> int:
+    """Kernels one update of a lane launches: its groups' stacks as replicas of one (one group: a
+    plain stack), the losses and the divergence flags, counted on the CPU through torch's own code
+    at batch 2 (the kernels do not depend on the batch). The draws are `draw_kernels`'."""
+    from ..core.replicas import stack_shape  # heavy: loads torch; gpu_plan alone loads none
+
+    key = (stack_shape(lane[0]), len(lane))
     if key not in _KERNELS:
-        _KERNELS[key] = _count(group)
+        _KERNELS[key] = _count(lane)
     return _KERNELS[key]
 
 
+def draw_kernels(cfg: RunConfig) -> int:
+    """Kernels the draw of one batch launches on a GPU: counted on the CPU through torch's own code,
+    the CPU's rotations (LAPACK's QR) swapped for the device's (`tasks.cholesky_orthogonal_factor`:
+    about 15 batched kernels whatever the batch, where cuSOLVER's QR would run its matrices one
+    after another at about 25 us each)."""
+    import torch
+
+    # heavy: the core loads torch; gpu_plan alone loads none
+    from ..core.tasks import cholesky_orthogonal_factor, make_generator, orthogonal_factor, sample_batch
+
+    key = ("draw", cfg.task, cfg.dim, cfg.context_length, cfg.label_noise > 0, cfg.input_exponent != 0, cfg.normalize_inputs)
+    if key not in _KERNELS:
+        g = torch.eye(cfg.dim).repeat(2, 1, 1)  # any batch of matrices: the count does not depend on the numbers
+        swap = operations(lambda: cholesky_orthogonal_factor(g)) - operations(lambda: orthogonal_factor(g))
+        gen = make_generator(cfg.seed, torch.device("cpu"))
+        with torch_only():
+            _KERNELS[key] = operations(lambda: sample_batch(cfg.replace(device="cpu"), 2, gen)) + swap
+    return _KERNELS[key]
+
+
+@contextlib.contextmanager
+def torch_only():
+    """Within: the torch code a GPU runs, not the CPU's C kernels (ICL_NATIVE=0)."""
+    native = os.environ.get("ICL_NATIVE")
+    os.environ["ICL_NATIVE"] = "0"
+    try:
+        yield
+    finally:
+        if native is None:
+            del os.environ["ICL_NATIVE"]
+        else:
+            os.environ["ICL_NATIVE"] = native
+
+
 def operations(run) -> int:
-    """The torch operations, views aside, that `run()` makes (each one kernel on a GPU; a library
-    call such as a batched Cholesky counted once, though it may launch a few)."""
+    """The torch operations that `run()` makes, each one kernel on a GPU: views and new headers on
+    old storage (`_unsafe_view`, which a reshape under vmap makes often) aside; a library call such
+    as a batched Cholesky counted once, though it may launch a few."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -53,39 +89,42 @@ def operations(run) -> int:
         n = 0
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if not func.is_view and func is not torch.ops.aten.detach.default:
+            if not func.is_view and func not in METADATA:
                 Count.n += 1
             return func(*args, **(kwargs or {}))
 
+    METADATA = (torch.ops.aten.detach.default, torch.ops.aten._unsafe_view.default)  # no kernel: a new header
     with Count():
         run()
     return Count.n
 
 
-def _count(group: list[RunConfig]) -> int:
+def _count(lane: list[list[RunConfig]]) -> int:
     import torch
 
     from ..core.models import build, stack_order  # heavy: the core loads torch; gpu_plan alone loads none
-    from ..core.tasks import cholesky_orthogonal_factor, make_generator, orthogonal_factor
-    from ..core.train import StackAdam, train_step
+    from ..core.replicas import Replicas, stack_batches
+    from ..core.tasks import make_generator, sample_batch
+    from ..core.train import StackAdam, model_lr, own_nonfinite, update
 
-    base = group[0].replace(batch_size=2, device="cpu")
-    g = torch.eye(base.dim).repeat(2, 1, 1)  # any batch of matrices: the count does not depend on the numbers
-    swap = operations(lambda: cholesky_orthogonal_factor(g)) - operations(lambda: orthogonal_factor(g))
-    native = os.environ.get("ICL_NATIVE")
-    os.environ["ICL_NATIVE"] = "0"  # the torch code a GPU runs, not the CPU's C kernels
-    try:
-        stack = build(base, stack_order(base.model, [c.depth for c in group]))
-        opt = StackAdam(stack, torch.tensor([c.learning_rate for c in group]))
-        gen = make_generator(base.seed, torch.device("cpu"))
-        train_step(stack, opt, base, gen, 0)  # the first step makes the optimizer's moments
-        step = operations(lambda: train_step(stack, opt, base, gen, 1))
-    finally:
-        if native is None:
-            del os.environ["ICL_NATIVE"]
-        else:
-            os.environ["ICL_NATIVE"] = native
-    return step + swap
+    cfgs = [g[0].replace(batch_size=2, device="cpu") for g in lane]
+    depths = stack_order(cfgs[0].model, [c.depth for c in lane[0]])
+    lrs = torch.tensor([model_lr(c) for c in sorted(lane[0], key=lambda c: depths.index(c.depth))])
+    with torch_only():
+        stacks = [build(c, depths) for c in cfgs]
+        stack = stacks[0] if len(stacks) == 1 else Replicas(stacks)
+        opt = StackAdam(stack, lrs)
+        gens = [make_generator(c.seed, torch.device("cpu")) for c in cfgs]
+        drawn = [sample_batch(c, 2, gen) for c, gen in zip(cfgs, gens)]
+        batch = drawn[0] if len(drawn) == 1 else stack_batches(drawn)
+
+        def step(t: int) -> None:
+            out, losses = update(stack, opt, cfgs[0], batch, t)
+            own_nonfinite(stacks[0], out.layer_preds, losses)
+
+        step(0)  # the first step makes the optimizer's moments
+        stacking = operations(lambda: stack_batches(drawn)) if len(drawn) > 1 else 0
+        return operations(lambda: step(1)) + stacking
 
 
 def model_flops(cfg: RunConfig, depths: list[int]) -> float:
@@ -100,30 +139,54 @@ def model_flops(cfg: RunConfig, depths: list[int]) -> float:
     return 3 * 2 * B * T * per_layer[cfg.model]
 
 
-def group_seconds(group: list[RunConfig]) -> dict[str, float]:
-    """A group's planned seconds on the GPU, by part: launches, arithmetic (the step's larger part
-    is counted, the other shown at zero), and evaluation."""
-    # heavy: train loads torch; gpu_plan alone loads none
-    from ..core.memory import step_floats
-    from ..core.train import EVAL_CHUNK
-    from .workload import evaluation_steps
+def pass_seconds(together: list[list[RunConfig]]) -> dict[str, float]:
+    """A training pass's planned seconds on the GPU (icl.running.passes: groups that train at once,
+    as lanes of replicas, each data stream drawing once a step), by part: launches and arithmetic
+    (a step counts the larger, the other shown at zero), and evaluation (group by group)."""
+    from ..core.replicas import stack_shape  # heavy: loads torch; gpu_plan alone loads none
+    from ..core.train import data_key
+
+    lanes: dict[tuple, list[list[RunConfig]]] = {}
+    for g in together:
+        lanes.setdefault(stack_shape(g), []).append(g)
+    streams = {data_key(g[0]): g[0] for g in together}
+    launches = LAUNCH * (sum(lane_kernels(lane) for lane in lanes.values()) + sum(map(draw_kernels, streams.values())))
+    arithmetic = sum(map(step_arithmetic, together))
+    steps = together[0][0].steps
+    return {"launches": steps * launches if launches >= arithmetic else 0.0,
+            "arithmetic": steps * arithmetic if arithmetic > launches else 0.0,
+            "evaluation": sum(map(evaluation_seconds, together))}
+
+
+def step_arithmetic(group: list[RunConfig]) -> float:
+    """Seconds of a group's arithmetic in one training step: its FLOPs (`model_flops`) at FLOPS, or
+    the floats it touches (`memory.step_floats`) at BANDWIDTH, whichever is slower."""
+    from ..core.memory import step_floats  # heavy: loads torch; gpu_plan alone loads none
 
     base, depths = group[0], [c.depth for c in group]
-    launches = kernels_per_step(group) * LAUNCH
-    arithmetic = max(model_flops(base, depths) / FLOPS, FLOAT * step_floats(base, depths, base.batch_size) / BANDWIDTH)
+    return max(model_flops(base, depths) / FLOPS, FLOAT * step_floats(base, depths, base.batch_size) / BANDWIDTH)
+
+
+def evaluation_seconds(group: list[RunConfig]) -> float:
+    """A group's evaluations (they run group by group, replicas or not): every chunk a forward pass,
+    a third of a step's kernels, and the evaluation's arithmetic."""
+    from ..core.train import EVAL_CHUNK  # heavy: loads torch; gpu_plan alone loads none
+    from .workload import evaluation_steps
+
+    base = group[0]
     curve = min(base.curve_contexts, base.eval_contexts)
     chunks = (base.eval_points + 1) * math.ceil(curve / EVAL_CHUNK) + 4 * math.ceil(base.eval_contexts / EVAL_CHUNK)
-    evaluation = chunks * kernels_per_step(group) / 3 * LAUNCH + evaluation_steps(base) * arithmetic
-    steps = base.steps
-    return {"launches": steps * launches if launches >= arithmetic else 0.0,
-            "arithmetic": steps * arithmetic if arithmetic > launches else 0.0, "evaluation": evaluation}
+    return chunks * lane_kernels([group]) / 3 * LAUNCH + evaluation_steps(base) * step_arithmetic(group)
 
 
 def estimate(todo: list[list[RunConfig]]) -> dict[str, float]:
-    """{"seconds": total, and the seconds of each part} of these groups on the GPU."""
+    """{"seconds": total, and the seconds of each part} of these groups on the GPU, in the passes
+    they train in there (`passes.passes`, with an H100's memory)."""
+    from .passes import passes  # heavy: loads torch; gpu_plan alone loads none
+
     parts = {"launches": 0.0, "arithmetic": 0.0, "evaluation": 0.0}
-    for g in todo:
-        for k, v in group_seconds(g).items():
+    for together in passes([[c.replace(device="cuda") for c in g] for g in todo], memory=MEMORY):
+        for k, v in pass_seconds(together).items():
             parts[k] += v
     return {"seconds": sum(parts.values()), **parts}
 

@@ -1,21 +1,24 @@
 """Training passes: the groups of a sweep that draw the same batches (`train.data_key`, e.g. one
-seed's sweeps at several ranks) train in one pass that draws each batch once (train.train_groups).
+seed's sweeps at several ranks) train in one pass that draws each batch once (train.train_groups);
+on a GPU, so do the groups that differ in seed or spectrum alone (`train.pass_key`), as replicas.
 Shared by the sweep, which trains them, and the workload estimate, which prices them."""
 from __future__ import annotations
 
 from ..core.config import RunConfig
 from ..core.memory import device_memory, estimate_bytes
-from ..core.train import data_key
+from ..core.replicas import replicates
+from ..core.train import pass_key
 
 
-def passes(todo: list[list[RunConfig]], share: float = 0.25) -> list[list[list[RunConfig]]]:
+def passes(todo: list[list[RunConfig]], share: float = 0.25, memory: float | None = None) -> list[list[list[RunConfig]]]:
     """The groups of `todo` as training passes: groups that draw the same batches (`data_key`,
-    e.g. one seed's sweeps at several ranks) share a pass, as many as fit together in `share` of
-    the device's memory (a pass holds every stack it trains at once); first-seen order."""
+    e.g. one seed's sweeps at several ranks; on a GPU also other seeds and spectra, `pass_key`)
+    share a pass, as many as fit together in `share` of the device's memory (a pass holds every
+    stack it trains at once; `memory`: its bytes, by default this machine's); first-seen order."""
     out: dict[tuple, list[list[list[RunConfig]]]] = {}
     for group in todo:
-        limit = share * device_memory(group[0].device)[0]
-        sets = out.setdefault(data_key(group[0]), [[]])
+        limit = share * (memory or device_memory(group[0].device)[0])
+        sets = out.setdefault(pass_key(group[0], replicates(group[0].device)), [[]])
         need = lambda gs: sum(estimate_bytes(g[0], [c.depth for c in g]) for g in gs)
         if sets[-1] and need(sets[-1] + [group]) > limit:
             sets.append([])
