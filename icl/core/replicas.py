@@ -1,8 +1,8 @@
-"""Replicas: groups that differ only in their seed or their task's spectrum build stacks of one
-shape, so on a GPU they train as one, their parameters stacked along a leading replica axis and
-every operation of a step batched over it by `torch.func.vmap`. A step then launches the kernels
-of one group whatever the number of replicas, which is what a GPU step of these tiny models
-waits on (docs/speed.md, "GPU plan").
+"""Replicas: groups that differ only in their seed or their spectra build stacks of one shape, so
+on a GPU they train as one, their parameters stacked along a leading replica axis and every
+operation of a step batched over it by `torch.func.vmap`. A step then launches the kernels of one
+group whatever the number of replicas, and launches are what a GPU step of these tiny models
+waits on (docs/speed.md, "Seeds and spectra as replicas").
 
 Each replica keeps its own data stream, initial weights and results: mathematically the numbers
 of separate groups, in float32 up to the order of sums (tests/core/test_replicas.py). The CPU

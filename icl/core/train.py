@@ -324,7 +324,9 @@ def train_groups(groups: list[list[RunConfig]], progress: bool = True,
         raise ValueError("train_groups needs groups that draw the same batches (equal data_key), "
                          "or as replicas equal pass_key")
     passes = [GroupPass(g, device) for g in groups]
-    streams = {data_key(g[0]): g[0] for g in reversed(groups)}  # each stream's first group draws its batches
+    streams: dict[tuple, RunConfig] = {}  # each data stream, by the config of its first group (which draws for all)
+    for g in groups:
+        streams.setdefault(data_key(g[0]), g[0])
     stream_of = [list(streams).index(data_key(g[0])) for g in groups]
     gens = [make_generator(cfg.seed, device) for cfg in streams.values()]
     members = lanes(passes, replicate)
@@ -334,7 +336,7 @@ def train_groups(groups: list[list[RunConfig]], progress: bool = True,
     start = time.perf_counter()
     bar = tqdm(total=base.steps, disable=not progress, mininterval=2.0, leave=False,
                desc=f"{base.model}/{base.task} L={','.join(map(str, depths))}"
-                    + (f" k={','.join(str(g[0].key_dim) for g in groups)}" if len(groups) > 1 else "")
+                    + (f" k={','.join(str(k) for k in dict.fromkeys(g[0].key_dim for g in groups))}" if len(groups) > 1 else "")
                     + (f" {len(groups)} groups in {len(members)} lanes" if replicate and len(members) < len(groups) else ""))
     for step in range(base.steps):
         live = [j for j, m in enumerate(members) if any(errors[i] is None for i in m)]
