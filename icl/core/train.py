@@ -254,7 +254,7 @@ class GroupPass:
         if step % 25 == 0 or step == self.cfgs[0].steps - 1:
             check_finite(self.first_bad, self.cfgs, self.order)
 
-    def finish(self, wall: float, models_in_pass: int) -> list[dict]:
+    def finish(self, wall: float, models_in_pass: int, replicas: int = 1) -> list[dict]:
         self.record()
         if not np.isfinite(self.curve[-1]).all():
             final = torch.as_tensor(self.curve[-1], device=self.device)  # beside the layers' predictors, on the device
@@ -262,7 +262,7 @@ class GroupPass:
             raise DivergenceError("training diverged: the final evaluation loss is NaN or inf for "
                                   + "; ".join(describe(self.cfgs[self.order[m]]) for m in bad), [self.order[m] for m in bad])
         return group_results(self.cfgs, self.order, self.device, self.checkpoints, self.curve, self.modes, self.focus,
-                             self.omega, summarise(self.stack, self.evalset, self.valset), wall, models_in_pass)
+                             self.omega, summarise(self.stack, self.evalset, self.valset), wall, models_in_pass, replicas)
 
 
 class ReplicaPass:
@@ -275,6 +275,8 @@ class ReplicaPass:
         self.members = members
         self.stack = Replicas([p.stack for p in members])
         self.opt = StackAdam(self.stack, members[0].lrs)
+        for p in members:
+            p.opt = None  # the lane's optimizer steps their parameters, stacked; their own moments would be dead weight
         self.first_bad = torch.stack([p.first_bad for p in members])  # (R, M)
 
     def step(self, batch: Batch, step: int) -> None:
@@ -285,12 +287,12 @@ class ReplicaPass:
             p.first_bad = self.first_bad[r]
 
 
-def lanes(passes: list[GroupPass], replicate: bool) -> list[list[int]]:
-    """Which passes step together: with `replicate`, those whose stacks have one shape, as replicas
-    (a lane of several); otherwise each alone. First-seen order."""
+def lanes(groups: list[list[RunConfig]], replicate: bool) -> list[list[int]]:
+    """Which groups of a pass step together (their indices): with `replicate`, those whose stacks
+    have one shape, as replicas (a lane of several); otherwise each alone. First-seen order."""
     out: dict[tuple, list[int]] = {}
-    for i, p in enumerate(passes):
-        out.setdefault(stack_shape(p.cfgs) if replicate else i, []).append(i)
+    for i, g in enumerate(groups):
+        out.setdefault(stack_shape(g) if replicate else i, []).append(i)
     return list(out.values())
 
 
@@ -323,37 +325,37 @@ def train_groups(groups: list[list[RunConfig]], progress: bool = True,
     if len({pass_key(g[0], replicate) for g in groups}) != 1:
         raise ValueError("train_groups needs groups that draw the same batches (equal data_key), "
                          "or as replicas equal pass_key")
-    passes = [GroupPass(g, device) for g in groups]
+    group_passes = [GroupPass(g, device) for g in groups]
     streams: dict[tuple, RunConfig] = {}  # each data stream, by the config of its first group (which draws for all)
     for g in groups:
         streams.setdefault(data_key(g[0]), g[0])
     stream_of = [list(streams).index(data_key(g[0])) for g in groups]
     gens = [make_generator(cfg.seed, device) for cfg in streams.values()]
-    members = lanes(passes, replicate)
-    steppers = [passes[m[0]] if len(m) == 1 else ReplicaPass([passes[i] for i in m]) for m in members]
+    lane_indices = lanes(groups, replicate)
+    steppers = [group_passes[m[0]] if len(m) == 1 else ReplicaPass([group_passes[i] for i in m]) for m in lane_indices]
     errors: list[DivergenceError | None] = [None] * len(groups)
     depths = sorted({c.depth for g in groups for c in g})
     start = time.perf_counter()
     bar = tqdm(total=base.steps, disable=not progress, mininterval=2.0, leave=False,
                desc=f"{base.model}/{base.task} L={','.join(map(str, depths))}"
                     + (f" k={','.join(str(k) for k in dict.fromkeys(g[0].key_dim for g in groups))}" if len(groups) > 1 else "")
-                    + (f" {len(groups)} groups in {len(members)} lanes" if replicate and len(members) < len(groups) else ""))
+                    + (f" {len(groups)} groups in {len(lane_indices)} lanes" if replicate and len(lane_indices) < len(groups) else ""))
     for step in range(base.steps):
-        live = [j for j, m in enumerate(members) if any(errors[i] is None for i in m)]
+        live = [j for j, m in enumerate(lane_indices) if any(errors[i] is None for i in m)]
         if not live:
             break
-        if step in passes[0].checkpoints:  # every group of a pass has the same steps and checkpoints
+        if step in group_passes[0].checkpoints:  # every group of a pass has the same steps and checkpoints
             for j in live:
                 if isinstance(steppers[j], ReplicaPass):
                     steppers[j].stack.sync()
-                for i in members[j]:
+                for i in lane_indices[j]:
                     if errors[i] is None:
-                        passes[i].record()
+                        group_passes[i].record()
         shared_step([steppers[j] for j in live], list(zip(streams.values(), gens)),
-                    [[stream_of[i] for i in members[j]] for j in live], step)
-        for i in [i for j in live for i in members[j] if errors[i] is None]:
+                    [[stream_of[i] for i in lane_indices[j]] for j in live], step)
+        for i in [i for j in live for i in lane_indices[j] if errors[i] is None]:
             try:
-                passes[i].check(step)
+                group_passes[i].check(step)
             except DivergenceError as err:
                 errors[i] = err
         bar.update(1)
@@ -362,11 +364,12 @@ def train_groups(groups: list[list[RunConfig]], progress: bool = True,
     for stepper in steppers:
         if isinstance(stepper, ReplicaPass):
             stepper.stack.sync()
+    replicas = {i: len(m) for m in lane_indices for i in m}  # the replicas each group trained among (1: alone)
     out = []
-    for p, err in zip(passes, errors):
+    for i, (p, err) in enumerate(zip(group_passes, errors)):
         if err is None:
             try:
-                out.append(p.finish(wall, sum(len(g) for g in groups)))
+                out.append(p.finish(wall, sum(len(g) for g in groups), replicas[i]))
                 continue
             except DivergenceError as e:
                 err = e
@@ -378,7 +381,8 @@ def shared_step(steppers: list, streams: list[tuple[RunConfig, torch.Generator]]
     """One fresh batch from every data stream (its config and generator), and on them one update of
     every stepper: a GroupPass on its stream's batch, a ReplicaPass on its replicas' (`feeds`: the
     streams each stepper takes, one per replica), stacked."""
-    batches = [sample_batch(cfg, cfg.batch_size, gen) for cfg, gen in streams]
+    needed = sorted({s for feed in feeds for s in feed})  # not the streams of lanes that all broke
+    batches = {s: sample_batch(streams[s][0], streams[s][0].batch_size, streams[s][1]) for s in needed}
     for stepper, feed in zip(steppers, feeds):
         mine = [batches[s] for s in feed]
         stepper.step(mine[0] if len(mine) == 1 else stack_batches(mine), step)
@@ -450,7 +454,8 @@ def is_diverged(result: dict | None) -> bool:
 
 
 def group_results(cfgs: list[RunConfig], order: list[int], device: torch.device, checkpoints: list[int], curve: list,
-                  modes: list, focus: list, omega: torch.Tensor, final: dict, wall: float, models_in_pass: int) -> list[dict]:
+                  modes: list, focus: list, omega: torch.Tensor, final: dict, wall: float, models_in_pass: int,
+                  replicas: int = 1) -> list[dict]:
     """One result dict per config, in the order of cfgs (model m of the stack is cfgs[order[m]]).
     curve, modes, focus: what `record` took at each checkpoint ((M,) losses, (M, d) mode-wise
     losses, focusing statistics; the last two empty when not tracked); final: `summarise`'s."""
@@ -470,6 +475,8 @@ def group_results(cfgs: list[RunConfig], order: list[int], device: torch.device,
             "steps_per_second": base.steps / wall,
             "models_in_pass": models_in_pass,
         }
+        if replicas > 1:  # trained as one of several replicas (a GPU): its bits may depend on their number
+            r["replicas_in_pass"] = replicas
         r["plateau"] = plateau(checkpoints, r["loss_curve"]["loss"], base.steps)
         r["converged"] = bool(r["plateau"] < base.plateau_tolerance)
         r.update(final["per_model"][m])

@@ -38,7 +38,7 @@ def lane_kernels(lane: list[list[RunConfig]]) -> int:
     at batch 2 (the kernels do not depend on the batch). The draws are `draw_kernels`'."""
     from ..core.replicas import stack_shape  # heavy: loads torch; gpu_plan alone loads none
 
-    key = (stack_shape(lane[0]), len(lane))
+    key = (stack_shape(lane[0]), len(lane), len({g[0].seed for g in lane}))  # seeds: subspace bases batched or not
     if key not in _KERNELS:
         _KERNELS[key] = _count(lane)
     return _KERNELS[key]
@@ -143,14 +143,11 @@ def pass_seconds(together: list[list[RunConfig]]) -> dict[str, float]:
     """A training pass's planned seconds on the GPU (icl.running.passes: groups that train at once,
     as lanes of replicas, each data stream drawing once a step), by part: launches and arithmetic
     (a step counts the larger, the other shown at zero), and evaluation (group by group)."""
-    from ..core.replicas import stack_shape  # heavy: loads torch; gpu_plan alone loads none
-    from ..core.train import data_key
+    from ..core.train import data_key, lanes  # heavy: loads torch; gpu_plan alone loads none
 
-    lanes: dict[tuple, list[list[RunConfig]]] = {}
-    for g in together:
-        lanes.setdefault(stack_shape(g), []).append(g)
     streams = {data_key(g[0]): g[0] for g in together}
-    launches = LAUNCH * (sum(lane_kernels(lane) for lane in lanes.values()) + sum(map(draw_kernels, streams.values())))
+    kernels = sum(lane_kernels([together[i] for i in lane]) for lane in lanes(together, True))
+    launches = LAUNCH * (kernels + sum(map(draw_kernels, streams.values())))
     arithmetic = sum(map(step_arithmetic, together))
     steps = together[0][0].steps
     return {"launches": steps * launches if launches >= arithmetic else 0.0,

@@ -102,20 +102,25 @@ def draw_seconds(cfg: RunConfig) -> float:
 
 def shared_draws(todo: list[list[RunConfig]], step: dict[int, float]) -> float:
     """Seconds the shared passes of `todo` save: one batch's draw per step for every group of a
-    pass beyond its first (at most that group's priced step, `step[id(group)]`), each draw timed
-    once per task and shape (`train.data_key` less the seed)."""
+    pass whose batches another group of it already draws (at most that group's priced step,
+    `step[id(group)]`; replicas on a GPU draw their own), each draw timed once per task and shape
+    (`train.data_key` less the seed). Replicas' batched steps are not priced: on a GPU this
+    estimate runs high."""
     from ..core.train import data_key  # heavy: the core loads torch; workload alone loads none
     from .passes import passes  # heavy: loads the core (torch); workload alone loads none
 
     timed: dict[tuple, float] = {}
     saved = 0.0
     for together in passes(todo):
-        base = together[0][0]
-        shape = tuple(kv for kv in data_key(base) if kv[0] != "seed")
-        for group in together[1:]:
-            if shape not in timed:
-                timed[shape] = draw_seconds(base)
-            saved += min(timed[shape], step[id(group)]) * base.steps
+        drawn = set()
+        for group in together:
+            base = group[0]
+            if data_key(base) in drawn:
+                shape = tuple(kv for kv in data_key(base) if kv[0] != "seed")
+                if shape not in timed:
+                    timed[shape] = draw_seconds(base)
+                saved += min(timed[shape], step[id(group)]) * base.steps
+            drawn.add(data_key(base))
     return saved
 
 

@@ -62,13 +62,13 @@ def test_every_model_trains_on_a_device_without_host_round_trips(model, changes)
     assert_no_step_costs(watch)
 
 
-@pytest.mark.parametrize("model, changes", VARIANTS, ids=lambda v: str(v) if isinstance(v, str) else
-                         ",".join(f"{k}={x}" for k, x in v.items()) or "plain")
+@pytest.mark.parametrize("model, changes", VARIANTS + [("softmax", {"subspace": "tiled"})],
+                         ids=lambda v: str(v) if isinstance(v, str) else ",".join(f"{k}={x}" for k, x in v.items()) or "plain")
 def test_seeds_train_on_a_device_as_replicas_without_host_round_trips(model, changes):
     groups = [group(model, seed=seed, **changes) for seed in (0, 1)]
     with simulate() as watch:
         results = icl.core.train.train_groups(groups, progress=False)  # a device replicates by default
-    assert all(r["models_in_pass"] == 4 and r["device"] == NAME for rs in results for r in rs)
+    assert all(r["models_in_pass"] == 4 and r["replicas_in_pass"] == 2 and r["device"] == NAME for rs in results for r in rs)
     assert results[0][1]["final_loss"] != results[1][1]["final_loss"]
     assert_no_step_costs(watch)
 

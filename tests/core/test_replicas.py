@@ -6,9 +6,9 @@ import pytest
 
 import icl.core.train as train_module
 from conftest import tiny_config
-from icl.core.train import DivergenceError, GroupPass, lanes, pass_key, train_groups
+from icl.core.train import DivergenceError, ReplicaPass, lanes, pass_key, train_groups
 
-TIMING = {"wall_seconds", "steps_per_second", "models_in_pass"}
+TIMING = {"wall_seconds", "steps_per_second", "models_in_pass", "replicas_in_pass"}  # how it trained, not what
 VARIANTS = [("linear", {}), ("softmax", {"key_dim": 3}), ("untied_values", {}), ("context_updates", {}),
             ("shared_stream", {}), ("softmax", {"heads": 2, "key_dim": 2}), ("shared_stream", {"heads": 2, "key_dim": 3}),
             ("softmax", {"tie_layers": True}), ("context_updates", {"tie_layers": True}),
@@ -46,12 +46,21 @@ def assert_close(replica: list[dict], alone: list[dict]) -> None:
 
 @pytest.mark.parametrize("model, changes", VARIANTS, ids=lambda v: str(v) if isinstance(v, str) else
                          ",".join(f"{k}={x}" for k, x in v.items()) or "plain")
-def test_each_replica_ends_as_its_group_does_alone(model, changes, one_thread):
+def test_each_replica_ends_as_its_group_does_alone(model, changes, one_thread, monkeypatch):
+    built = []
+
+    class Counted(ReplicaPass):
+        def __init__(self, members):
+            built.append(len(members))
+            super().__init__(members)
+
+    monkeypatch.setattr(train_module, "ReplicaPass", Counted)
     groups = [group(model, seed, **changes) for seed in (0, 1, 2)]
     together = train_groups(groups, progress=False, replicate=True)
+    assert built == [3]  # one lane of three replicas, not three groups side by side
     for g, replica in zip(groups, together):
         assert_close(replica, train_groups([g], progress=False, replicate=False)[0])
-        assert {r["models_in_pass"] for r in replica} == {6}
+        assert {(r["models_in_pass"], r["replicas_in_pass"]) for r in replica} == {(6, 3)}
     # the replicas trained on their own streams: no two seeds end alike
     assert len({r[1]["final_loss"] for r in together}) == 3
 
@@ -59,9 +68,8 @@ def test_each_replica_ends_as_its_group_does_alone(model, changes, one_thread):
 def test_spectra_and_ranks_train_in_one_pass_as_lanes_of_replicas(one_thread):
     groups = [group("softmax", seed, key_dim=k, task_exponent=e, input_exponent=e) for seed in (0, 1) for k in (2, 3) for e in (0.0, 1.0)]
     assert len({pass_key(g[0], True) for g in groups}) == 1 and len({pass_key(g[0], False) for g in groups}) == 4
-    passes = [GroupPass(g, train_module.resolve_device("cpu")) for g in groups]
-    assert lanes(passes, True) == [[0, 1, 4, 5], [2, 3, 6, 7]]  # one lane per rank, its seeds and spectra replicas
-    assert lanes(passes, False) == [[i] for i in range(8)]
+    assert lanes(groups, True) == [[0, 1, 4, 5], [2, 3, 6, 7]]  # one lane per rank, its seeds and spectra replicas
+    assert lanes(groups, False) == [[i] for i in range(8)]
     together = train_groups(groups, progress=False, replicate=True)
     for g, replica in zip(groups, together):
         assert_close(replica, train_groups([g], progress=False, replicate=False)[0])
@@ -69,8 +77,7 @@ def test_spectra_and_ranks_train_in_one_pass_as_lanes_of_replicas(one_thread):
 
 def test_groups_of_other_depths_train_in_the_pass_but_not_as_replicas():
     shallow = [tiny_config(model="softmax", depth=L, seed=1) for L in (1, 2)]
-    passes = [GroupPass(g, train_module.resolve_device("cpu")) for g in (group("softmax"), shallow, group("softmax", 2))]
-    assert lanes(passes, True) == [[0, 2], [1]]
+    assert lanes([group("softmax"), shallow, group("softmax", 2)], True) == [[0, 2], [1]]
 
 
 def test_a_replica_that_breaks_leaves_the_others_untouched(monkeypatch, one_thread):

@@ -97,3 +97,9 @@ def test_groups_that_share_a_pass_are_priced_without_their_second_draw(monkeypat
     assert len(shared) == 2 and len(apart) == 2
     assert workload.estimate(shared)["seconds"] == pytest.approx(alone(shared) - 0.25 * 100)
     assert workload.estimate(apart)["seconds"] == pytest.approx(alone(apart))
+    # On a GPU the two seeds share a pass as replicas, each drawing its own batches: still no draw saved.
+    import icl.running.passes
+
+    monkeypatch.setattr(icl.running.passes, "replicates", lambda device: True)
+    assert len(icl.running.passes.passes(apart)) == 1
+    assert workload.estimate(apart)["seconds"] == pytest.approx(alone(apart))
