@@ -385,3 +385,10 @@ def build(cfg: RunConfig, depths: list[int]) -> Stack:
 def stack_order(model: str, depths: list[int]) -> list[int]:
     """The order a stack keeps its models in: cascades need the deepest first."""
     return sorted(depths, reverse=True) if model_class(model).cascade else list(depths)
+
+
+def stack_indices(group: list[RunConfig]) -> list[int]:
+    """`stack_order` of a group's configs, as their indices (a group may hold one depth at several
+    learning rates): model m of the group's stack is group[stack_indices(group)[m]]."""
+    every = range(len(group))
+    return sorted(every, key=lambda i: -group[i].depth) if model_class(group[0].model).cascade else list(every)

@@ -14,7 +14,7 @@ import torch
 from torch.func import functional_call, vmap
 
 from .config import RunConfig
-from .models import Output, Stack, model_class
+from .models import Output, Stack, stack_indices
 from .tasks import Batch
 
 REPLICA_FIELDS = ("seed", "input_exponent", "task_exponent")  # what replicas may differ in: their data and weights
@@ -33,8 +33,7 @@ def stack_shape(group: list[RunConfig]) -> tuple:
     fields, and their models' depths and learning rates in the stack's order (each row of a
     parameter takes its model's rate)."""
     fields = {k: v for k, v in group[0].to_dict().items() if k not in REPLICA_FIELDS + ("depth", "learning_rate")}
-    ordered = sorted(group, key=lambda c: -c.depth) if model_class(group[0].model).cascade else group
-    return tuple(sorted(fields.items())), tuple((c.depth, c.learning_rate) for c in ordered)
+    return tuple(sorted(fields.items())), tuple((group[i].depth, group[i].learning_rate) for i in stack_indices(group))
 
 
 def stack_batches(batches: list[Batch]) -> Batch:
@@ -51,14 +50,13 @@ class Replicas:
     def __init__(self, stacks: list[Stack]):
         self.stacks, self.base = stacks, stacks[0]
         # (stacked by hand: torch.func.stack_module_state refuses parametrized stacks, whose classes differ)
-        stacked = lambda named: {n: torch.stack([dict(named(s))[n].detach() for s in stacks]) for n, _ in named(self.base)}
-        self.params = {n: p.requires_grad_() for n, p in stacked(Stack.named_parameters).items()}
-        buffers = stacked(Stack.named_buffers)
+        params, buffers = ([dict(named(s)) for s in stacks] for named in (Stack.named_parameters, Stack.named_buffers))
+        self.params = {n: torch.stack([p[n].detach() for p in params]).requires_grad_() for n in params[0]}
         # Buffers equal in every replica (which layer is whose, scales) stay unbatched: indexing by them
         # is then a plain gather, not a batched one.
-        same = lambda n: all(torch.equal(dict(s.named_buffers())[n], dict(self.base.named_buffers())[n]) for s in stacks)
-        self.shared = {n: dict(self.base.named_buffers())[n] for n in buffers if same(n)}
-        self.batched = {n: b for n, b in buffers.items() if n not in self.shared}
+        same = lambda n: all(torch.equal(b[n], buffers[0][n]) for b in buffers)
+        self.shared = {n: b for n, b in buffers[0].items() if same(n)}
+        self.batched = {n: torch.stack([b[n] for b in buffers]) for n in buffers[0] if n not in self.shared}
 
     def named_parameters(self):
         return self.params.items()

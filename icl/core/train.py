@@ -18,7 +18,7 @@ from tqdm import tqdm
 from . import __version__
 from .config import ConfigError, RunConfig
 from .decomposition import decompose
-from .models import Stack, build, model_class, stack_order
+from .models import Stack, build, stack_indices, stack_order
 from .replicas import REPLICA_FIELDS, Replicas, replicates, stack_batches, stack_shape
 from .tasks import EVAL_SEED, VALIDATION_SEED, Batch, held_out, make_generator, mode_labels, power_spectrum, sample_batch
 
@@ -218,7 +218,7 @@ class GroupPass:
         if len({group_key(c) for c in cfgs}) != 1:
             raise ValueError("train_group needs configs that differ only in depth and learning_rate")
         self.cfgs, base = cfgs, cfgs[0]
-        self.order = sorted(range(len(cfgs)), key=lambda i: -cfgs[i].depth) if model_class(base.model).cascade else list(range(len(cfgs)))
+        self.order = stack_indices(cfgs)
         depths = [cfgs[i].depth for i in self.order]
         assert depths == stack_order(base.model, depths)
         torch.manual_seed(base.seed)  # before each group's build: its initial weights are its own
@@ -299,8 +299,7 @@ def lanes(groups: list[list[RunConfig]], replicate: bool) -> list[list[int]]:
 def pass_key(cfg: RunConfig, replicate: bool) -> tuple:
     """Groups with equal keys can train in one pass (`train_groups`): the same batches, or with
     `replicate` any of the replica fields' values (each replica draws its own)."""
-    key = dict(data_key(cfg))
-    return tuple(sorted({k: v for k, v in key.items() if k not in REPLICA_FIELDS}.items())) if replicate else data_key(cfg)
+    return tuple(kv for kv in data_key(cfg) if kv[0] not in REPLICA_FIELDS) if replicate else data_key(cfg)
 
 
 def data_key(cfg: RunConfig) -> tuple:

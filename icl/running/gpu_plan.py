@@ -102,14 +102,14 @@ def operations(run) -> int:
 def _count(lane: list[list[RunConfig]]) -> int:
     import torch
 
-    from ..core.models import build, stack_order  # heavy: the core loads torch; gpu_plan alone loads none
+    from ..core.models import build, stack_indices  # heavy: the core loads torch; gpu_plan alone loads none
     from ..core.replicas import Replicas, stack_batches
     from ..core.tasks import make_generator, sample_batch
     from ..core.train import StackAdam, model_lr, own_nonfinite, update
 
     cfgs = [g[0].replace(batch_size=2, device="cpu") for g in lane]
-    depths = stack_order(cfgs[0].model, [c.depth for c in lane[0]])
-    lrs = torch.tensor([model_lr(c) for c in sorted(lane[0], key=lambda c: depths.index(c.depth))])
+    models = [lane[0][i] for i in stack_indices(lane[0])]
+    depths, lrs = [c.depth for c in models], torch.tensor([model_lr(c) for c in models])
     with torch_only():
         stacks = [build(c, depths) for c in cfgs]
         stack = stacks[0] if len(stacks) == 1 else Replicas(stacks)

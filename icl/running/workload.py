@@ -114,13 +114,13 @@ def shared_draws(todo: list[list[RunConfig]], step: dict[int, float]) -> float:
     for together in passes(todo):
         drawn = set()
         for group in together:
-            base = group[0]
-            if data_key(base) in drawn:
-                shape = tuple(kv for kv in data_key(base) if kv[0] != "seed")
+            base, key = group[0], data_key(group[0])
+            if key in drawn:
+                shape = tuple(kv for kv in key if kv[0] != "seed")
                 if shape not in timed:
                     timed[shape] = draw_seconds(base)
                 saved += min(timed[shape], step[id(group)]) * base.steps
-            drawn.add(data_key(base))
+            drawn.add(key)
     return saved
 
 
