@@ -66,7 +66,6 @@ output_dir = "outputs/scratch/01_easy_linear"  # a run by hand (git-ignored); ic
 cache_dir = "outputs/runs"  # run cache; None trains afresh, keeping nothing on disk
 device = "auto"
 threads = 0  # torch CPU threads; 0 keeps torch's default
-bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); `--smoke` draws fewer (icl.plan.SMOKE)
 progress = True
 dim = 32
 context_length = 128  # four times dim: with P close to dim the context covariance is badly conditioned
@@ -102,7 +101,7 @@ label = lambda sp: plots.spectrum_label(*sp)
 # the mean over seeds. Reference exponents are fitted the same way over the same depths.
 #
 # **How sure a number is.** Every number a check reads comes with its 95 % interval from a
-# bootstrap over seeds (`icl.intervals`: the seeds are resampled and the mean curve refitted).
+# jackknife over seeds (`icl.intervals`: each seed left out in turn, the mean curve refitted, Student's t).
 # A check *holds* when the whole interval lies on its side of the threshold, *fails* when the whole
 # interval lies on the other side, and is *inconclusive* otherwise; a claim whose status
 # inconclusive checks leave open is *inconclusive*, with the range it lies in. With a single seed

@@ -82,7 +82,6 @@ output_dir = "outputs/scratch/04_generalized"  # a run by hand (git-ignored); ic
 cache_dir = "outputs/runs"  # run cache; None trains afresh, keeping nothing on disk
 device = "auto"
 threads = 0  # torch CPU threads; 0 keeps torch's default
-bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); `--smoke` draws fewer (icl.plan.SMOKE)
 progress = True
 dim = 16
 context_length = 64  # as notebook 03
@@ -120,8 +119,8 @@ _ = s.config(top_k=K)  # stops here if the context is too short for the broad ta
 #
 # **How sure a number is.** Every number a check reads (the ratio R_deepest / R_ref, α, the
 # changes of A_L and C_L, the span and mean of the update scalars, the self-attention mass) comes
-# with its 95 % interval from a bootstrap over seeds (`icl.intervals`; the depths of one seed share
-# their data stream and are resampled together). A check *holds* when the whole interval lies on
+# with its 95 % interval over seeds (`icl.intervals`: jackknife, Student's t; the depths of one seed
+# share their data stream and leave together). A check *holds* when the whole interval lies on
 # its side of the threshold, *fails* when the whole interval lies on the other side, and is
 # *inconclusive* otherwise; a claim whose status inconclusive checks leave open is *inconclusive*,
 # with the range it lies in. *(The only change since these criteria were first written: "falls
@@ -129,10 +128,10 @@ _ = s.config(top_k=K)  # stops here if the context is too short for the broad ta
 # error of the two means; the interval of the ratio now says how sure the fall is, as every other
 # number's interval does. The thresholds are unchanged; they live in `icl.claims.generalised`.)*
 #
-# **Fits in their regime** (since the second rerun; docs/history.md): α is read over the
-# defensible fits of notebook 03 (every depth, from L = 2, the tail L ≥ m = ⌈d/k⌉), its interval
-# the union of their seed intervals; an ill-conditioned fit among them leaves α unread and its
-# check inconclusive (`icl.exponents`).
+# **The exponent rule** (since the third rerun; docs/history.md): α is the primary model's of
+# notebook 03 (one power law over every depth where its χ² test passes, else the tail L ≥ m,
+# m = lcm(d, k)/k), with its interval over seeds; an α the primary fit does not identify leaves
+# the check inconclusive (`icl.exponents`).
 #
 # **C7** (shared stream and untied values, top-2), for each model and spectrum:
 # 1. the loss falls beyond moderate depth;
@@ -412,9 +411,8 @@ nb.save_table(s, trend, "sweeps")
 nb.save_table(s, scalars, "update_scalar_estimates")
 trend[
     [
-        *SWEEP, "n_seeds", "deepest", "alpha", "alpha_lo95", "alpha_hi95", "alpha_tail",
+        *SWEEP, "n_seeds", "deepest", *exponents.COLUMNS,
         "fall_beyond", "fall_beyond_lo95", "fall_beyond_hi95", "A_change", "C_change",
-        "fit_problem", "tail_problem",
     ]
 ].round(3)
 
@@ -476,8 +474,8 @@ for r in trend.itertuples():
     )
     print(
         f"key_dim {r.key_dim}, {NAMES[r.model]}, top-{r.top_k}: R_{r.deepest} / R_{s['reference_depth']} "
-        f"{estimates.interval_text(estimates.estimate(trend.loc[r.Index], 'fall_beyond'))}, alpha "
-        f"{nb.fit_value(estimates.interval_text(estimates.estimate(trend.loc[r.Index], 'alpha')), r.fit_problem)}"
+        f"{estimates.interval_text(estimates.estimate(trend.loc[r.Index], 'fall_beyond'))}; "
+        f"{exponents.describe(trend.loc[r.Index])}"
         + ("; below the controlled model's softmax bound" if lowest < r.softmax_bound else "")
     )
 for (k, kd), t in ctx.items():

@@ -34,8 +34,8 @@
 # too noisy to weight by. For the easy task with linear attention the loss keeps falling towards
 # zero, so we fit a pure power law (`L0 = 0`).
 #
-# **How sure.** Every exponent and floor comes with 68 % and 95 % intervals from a bootstrap over
-# seeds (`icl.intervals`: the seeds are resampled and the mean curve refitted). The Jacobian
+# **How sure.** Every exponent and floor comes with 68 % and 95 % intervals over seeds
+# (`icl.intervals`: each seed left out in turn, the mean curve refitted, Student's t). The Jacobian
 # standard error of the fit on the mean curve (`alpha_se`) is shown beside it: it measures how well
 # the curve is fitted, not how much it moves with the seed. A fit the ill-conditioning rule flags
 # (`icl.fit.ill_conditioned`: a standard error larger than the value, or a floor on its bound) says
@@ -60,8 +60,7 @@ profile = "quick"  # which params/<profile>/ file these values came from (inform
 results_root = "outputs"  # read 01, 03, 04 from here: the committed ones; icl reproduce: its run's folder
 output_dir = "outputs/scratch/05_fitting_appendix"  # a run by hand (git-ignored); icl reproduce: outputs/<profile>/
 threads = 0
-bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); `--smoke` draws fewer (icl.plan.SMOKE)
-fit_workers = 0  # processes that share the bootstrap fits (0: every core this process may use)
+fit_workers = 0  # processes that share the fits (0: every core this process may use)
 nb.end_of_parameters(globals())
 
 # %%

@@ -61,7 +61,6 @@ output_dir = "outputs/scratch/06_regimes"  # a run by hand (git-ignored); icl re
 cache_dir = "outputs/runs"  # run cache; None trains afresh, keeping nothing on disk
 device = "auto"
 threads = 0  # torch CPU threads; 0 keeps torch's default
-bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); `--smoke` draws fewer (icl.plan.SMOKE)
 progress = True
 dim = 16  # d of the key_dim slice and of the P slice
 context_length = 64  # P of the key_dim slice
@@ -101,11 +100,11 @@ pd.DataFrame([{**vars(c), "depths": f"1-{max(depths_of(c))}"} for c in cells])
 # Losses are relative, R_L = E[(ŷ − y*)²] / E[y*²], on the shared evaluation contexts. Fits are the
 # protocol fit of notebook 03 (floor in [0, min R_L], every depth, seed means). A cell is *full
 # rank* when key_dim = d, and *rank-limited* otherwise. Every number below carries its 95 % interval
-# from a bootstrap over the cell's seeds; a check holds when the whole interval is on its side of
+# over the cell's seeds (jackknife, Student's t); a check holds when the whole interval is on its side of
 # the threshold, fails when it is wholly on the other side, and is inconclusive otherwise. An
-# exponent is read over the defensible fits of notebook 03 (every depth, from L = 2, the tail
-# L ≥ m = ⌈d/k⌉), its interval the union of their seed intervals; an ill-conditioned fit among them
-# leaves it unread and its check inconclusive (`icl.exponents`). Each claim has a **core** check:
+# exponent is the primary model's of notebook 03 (one power law over every depth where its χ² test
+# passes, else the tail L ≥ m, m = lcm(d, k)/k; since the third rerun), with its interval over
+# seeds; one the primary fit does not identify leaves its check inconclusive (`icl.exponents`). Each claim has a **core** check:
 # not reproduced when it fails, reproduced when it and every other check hold, partly reproduced
 # when it holds and another does not, inconclusive when it is (since the second rerun; before it a
 # claim was partly reproduced when some checks held; docs/history.md). Three claims of ours, each
@@ -156,9 +155,8 @@ of_cell = lambda c: df[regimes.cells_mask(df, c)]
 nb.save_table(s, table, "regimes")
 table[
     [
-        "dim", "context_length", "key_dim", "n_seeds", "R_1", "R_deepest", "alpha", "alpha_lo95",
-        "alpha_hi95", "alpha_tail", "knee", "single_bound", "mixture_bound", "gap_closed",
-        "fit_problem", "tail_problem",
+        "dim", "context_length", "key_dim", "n_seeds", "R_1", "R_deepest", *exponents.COLUMNS,
+        "single_bound", "mixture_bound", "gap_closed",
     ]
 ].round(3)
 
@@ -207,20 +205,10 @@ cells_png = nb.save_figure(s, fig, "regime_cells")
 
 # %%
 for _, r in table.iterrows():
-    span = exponents.exponent(r)
-    alpha = (
-        estimates.interval_text(estimates.estimate(r, "alpha"))
-        + (
-            f", [{span.ci95[0]:.2f}, {span.ci95[1]:.2f}] over the defensible fits"
-            if span
-            else ", not read"
-        )
-        + f"; tail (L >= {r.knee_depth}) {estimates.interval_text(estimates.estimate(r, 'alpha_tail'))}"
-    )
     print(
         f"d={r.dim} P={r.context_length} key_dim={r.key_dim} ({r.n_seeds} seeds): R_1 {r.R_1:.3f} -> R_{r.depth_max} "
-        f"{r.R_deepest:.3f}, {r.deepest_over_bound:.2f} x the softmax bound {r.single_bound:.3f}; alpha {alpha}"
-        + (f" (fit {r.fit_problem})" if r.fit_problem else "")
+        f"{r.R_deepest:.3f}, {r.deepest_over_bound:.2f} x the softmax bound {r.single_bound:.3f}; "
+        + exponents.describe(r)
         + ("; beats the best single layer" if r.deep_beats_single else "")
     )
 

@@ -58,7 +58,6 @@ output_dir = "outputs/scratch/08_heads_and_loops"
 cache_dir = "outputs/runs"  # run cache; None trains afresh, keeping nothing on disk
 device = "auto"
 threads = 0  # torch CPU threads; 0 keeps torch's default
-bootstrap_resamples = 2000  # seed resamples per interval (icl.intervals); `--smoke` draws fewer
 progress = True
 dim = 16
 context_length = 64
@@ -101,8 +100,8 @@ d, stream_k = s["dim"], s["dim"] // s["stream_heads"]
 # %% [markdown]
 # ## Verdict criteria (written before the runs)
 #
-# Every number a check reads comes with its 95 % interval from a bootstrap over seeds (the sweeps
-# of one seed share its data stream and are resampled together). A check *holds* when the whole
+# Every number a check reads comes with its 95 % interval over seeds (jackknife, Student's t; the
+# sweeps of one seed share its data stream and are left out together). A check *holds* when the whole
 # interval lies on its side of the threshold, *fails* when the whole interval lies on the other
 # side, and is *inconclusive* otherwise. Each claim has a **core** check, which carries the
 # statement, and secondary ones: *reproduced* when all hold, *partly* when the core holds and a

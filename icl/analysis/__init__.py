@@ -1,3 +1,3 @@
 """The science beyond training: theory and bounds from the task alone, untrained baselines, fits,
-bootstrap statistics and the tables and figures the notebooks draw. Imports the core, never the
+interval statistics and the tables and figures the notebooks draw. Imports the core, never the
 claims or the running machinery."""

@@ -1,9 +1,9 @@
 """Numbers with their uncertainty: the statistics of depth sweeps that verdicts read, each with
-bootstrap intervals over seeds (`icl.analysis.intervals`).
+intervals over seeds (`icl.analysis.intervals`).
 
 A sweep is the rows of a losses frame (`tables.losses_frame`) of one (model, task, rank,
 spectrum): one row per (seed, depth). Its statistics are computed from its (seeds, depths) matrix
-of losses, so that a bootstrap can resample the seeds: the protocol fit of the mean curve
+of losses, so that an interval can leave seeds out: the protocol fit of the mean curve
 (`tables.fit_curve`), the losses at depth 1 and at the deepest depth, the shared-error fit of
 Appendix B, and any paired statistic of several sweeps that share their seeds.
 """
@@ -18,7 +18,7 @@ from .fit import fit_shared_error_gap
 from .intervals import Estimate, over_seeds, seed_matrix
 from .parallel import in_processes
 from .tables import SPECTRUM, deep_half_slope, fit_curve, fit_curves, part_of, spectrum_label, sweeps
-from ..core.subspaces import block_size, random_coverage
+from ..core.subspaces import block_size, least_overlap, random_coverage
 
 
 def sweep_fit(depths, matrix: np.ndarray, min_depth: int = 1, weighted: bool = False, **fit_options):
@@ -42,8 +42,8 @@ def sweep_fits(depths, matrices, min_depth: int = 1, weighted: bool = False, **f
 
 def warm_fits(depths, **fit_options):
     """An `over_seeds` warm-up for a statistic of one sweep that fits its mean curve with these
-    options: every distinct resample's fit in one batch."""
-    return lambda resamples: sweep_fits(depths, [r[0] for r in resamples], **fit_options)
+    options: every leave-one-seed-out mean curve's fit in one batch."""
+    return lambda subsets: sweep_fits(depths, [r[0] for r in subsets], **fit_options)
 
 
 def curve_stats(depths, matrix: np.ndarray, **fit_options) -> dict:
@@ -99,7 +99,7 @@ def estimate(row, name: str):
 
 
 def estimate_table(df: pd.DataFrame, by: list[str], value: str = "loss", workers: int = 1, **fit_options) -> pd.DataFrame:
-    """Per group of `by`: `curve_stats` with 68 % and 95 % bootstrap intervals over seeds
+    """Per group of `by`: `curve_stats` with 68 % and 95 % intervals over seeds
     (`icl.analysis.intervals`), the number of seeds, the point fit's standard errors and R², and the
     ill-conditioning rule's verdict on it (`fit.ill_conditioned`, empty when sound); the groups
     shared among `workers` processes (`in_processes`: the same rows, in the same order)."""
@@ -121,8 +121,8 @@ def estimate_row(key: tuple, part: pd.DataFrame, by: list[str], value: str, fit_
 
 
 def paired(statistic, *parts: pd.DataFrame, value: str = "loss"):
-    """A statistic of several sweeps with its bootstrap intervals, the sweeps' seeds resampled
-    together (a seed's sweeps share its data stream): statistic((depths, matrix), ...) gets each
+    """A statistic of several sweeps with its intervals, a seed left out of every sweep
+    at once (a seed's sweeps share its data stream): statistic((depths, matrix), ...) gets each
     sweep's depths and (seeds, depths) matrix of `value`, over the seeds every sweep has."""
     common = sorted(set.intersection(*(set(p.seed) for p in parts)))
     if not common:
@@ -148,7 +148,7 @@ def gap_stats(depths, loss: np.ndarray, shared: np.ndarray, individual: np.ndarr
 
 
 def gap_estimates(part: pd.DataFrame) -> dict[str, Estimate]:
-    """`gap_stats` of one sweep with bootstrap intervals over its seeds."""
+    """`gap_stats` of one sweep with intervals over its seeds."""
     loss_depths, R = seed_matrix(part, "loss")
     deeper = part[part.depth > 1]
     term_depths, C = seed_matrix(deeper, "C_L")
@@ -183,7 +183,7 @@ def settle_ratio(part: pd.DataFrame, depth: int = 2) -> Estimate:
 
 def of_seed_means(frame: pd.DataFrame, statistic) -> Estimate:
     """A statistic of per-seed numbers: `frame` has one row per seed and a column per number;
-    statistic gets {column: mean over the (resampled) seeds}."""
+    statistic gets {column: mean over the seeds (each left out in turn)}."""
     cols = list(frame.columns)
     return over_seeds(lambda m: statistic(dict(zip(cols, m.mean(0)))), frame.to_numpy(float))
 
@@ -226,15 +226,18 @@ def depth_ratio(numerator: pd.DataFrame, denominator: pd.DataFrame, depth: int, 
 
 def subspace_ratios(part: pd.DataFrame, dim: int, key_dim: int) -> dict:
     """R5's numbers of one rank-limited sweep from the subspace summaries of its runs: at m =
-    lcm(d, k)/k layers (the fewest that can tile R^d) the mean pairwise overlap over that of
-    independent random subspaces (k/d), and at every depth L >= m the coverage error over that of L
-    independent random subspaces (`subspaces.random_coverage`). Paired over the sweep's seeds."""
+    lcm(d, k)/k layers (the fewest that can tile R^d) the mean pairwise overlap's excess over the
+    least two subspaces can have (`subspaces.least_overlap`), as a share of the excess of independent
+    random subspaces (k/d): 0 for a tiling, 1 for random, whatever k (at k = 12 of d = 16 the plain
+    ratio to random could not go below 0.889); and at every depth L >= m the coverage error over
+    that of L independent random subspaces (`subspaces.random_coverage`). Paired over the sweep's seeds."""
     m = block_size(dim, key_dim)
     depths = sorted(part.depth.unique())
     if m not in depths:
         raise ValueError(f"R5 needs depth {m} (= lcm({dim}, {key_dim}) / {key_dim}) in the sweep; it has {depths}")
-    overlap = paired(lambda sw: at_depth(sw, m) / (key_dim / dim), part, value="overlap")
-    reference = {L: random_coverage(L, dim, key_dim) for L in depths if L >= m}  # once, not per resample
+    least = least_overlap(dim, key_dim)
+    overlap = paired(lambda sw: (at_depth(sw, m) - least) / (key_dim / dim - least), part, value="overlap")
+    reference = {L: random_coverage(L, dim, key_dim) for L in depths if L >= m}  # once, not per seed left out
     coverage = {L: paired(lambda sw, L=L, ref=ref: at_depth(sw, L) / ref, part, value="coverage_error") for L, ref in reference.items()}
     return {"block": m, "overlap": overlap, "coverage": list(coverage.values()), "coverage_by_depth": coverage}
 
@@ -257,7 +260,7 @@ def per_sweep(df: pd.DataFrame, by: list[str], statistic, **options) -> pd.DataF
 
 def column_means(part: pd.DataFrame, columns: list[str]) -> dict[str, Estimate]:
     """The mean over seeds of each column of a frame with one row per seed (e.g. a number read off
-    each seed's one-layer model), with bootstrap intervals."""
+    each seed's one-layer model), with intervals over seeds."""
     values = part.sort_values("seed")[list(columns)].to_numpy(float)
     return over_seeds(lambda m: dict(zip(columns, m.mean(0))), values)
 
@@ -272,7 +275,7 @@ def fit_quality(part: pd.DataFrame, **fit_options) -> dict[str, Estimate]:
 
 def exponent_differences(parts: dict[str, pd.DataFrame], **fit_options) -> dict[str, Estimate]:
     """alpha_i - alpha_j for every pair of the named sweeps (protocol fit of each mean curve), the
-    two sweeps' seeds resampled together: "does the exponent depend on the spectrum"."""
+    a seed left out of both sweeps at once: "does the exponent depend on the spectrum"."""
     alpha = lambda sw: sweep_fit(*sw, **fit_options).alpha
     names = list(parts)
     return {f"{a} minus {b}": paired(lambda x, y: alpha(x) - alpha(y), parts[a], parts[b])
@@ -280,12 +283,12 @@ def exponent_differences(parts: dict[str, pd.DataFrame], **fit_options) -> dict[
 
 
 def one_layer_gain(part: pd.DataFrame) -> dict[str, Estimate]:
-    """R_1 and the largest gain of a deeper model over it, R_1 - min_{L > 1} R_L (seed means; 0
+    """R_1 and the best deeper model over it, min_{L > 1} R_L / R_1 (seed means; 1
     without a deeper model, which cannot beat one layer): what C2 reads of a sweep."""
     def stats(sw) -> dict:
         depths, mean = np.asarray(sw[0]), sw[1].mean(0)
         first = float(mean[depths == 1][0])
-        return {"R_1": first, "depth_gain": first - float(mean[depths > 1].min()) if (depths > 1).any() else 0.0}
+        return {"R_1": first, "deeper_over_one": float(mean[depths > 1].min()) / first if (depths > 1).any() else 1.0}
 
     return paired(stats, part)
 

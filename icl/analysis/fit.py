@@ -162,8 +162,8 @@ def fit_power_laws(depths, losses, L0: float | None = None, errors=None, max_nfe
                    floor_max=math.inf) -> list[PowerLawFit]:
     """`fit_power_law` of many curves over the same depths at once (rows of `losses`, `errors`,
     and one cap per curve in `floor_max` or one for all), never raising for a fit that fails:
-    that curve's PowerLawFit has converged=False and NaNs. The bootstrap refits a sweep's mean
-    curve for every distinct seed resample; this does them in one pass."""
+    that curve's PowerLawFit has converged=False and NaNs. An interval over seeds refits a
+    sweep's mean curve without each seed in turn; this does them in one pass."""
     L = np.asarray(depths, dtype=float)
     R = np.atleast_2d(np.asarray(losses, dtype=float))
     n_params = 3 if L0 is None else 2

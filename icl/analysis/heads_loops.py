@@ -1,5 +1,5 @@
-"""Notebook 08's numbers (notebook 08), each with its bootstrap interval over seeds (the sweeps of a
-seed share its data stream and are resampled together, `estimates.paired`): how far a multi-head
+"""Notebook 08's numbers (notebook 08), each with its interval over seeds (the sweeps of a
+seed share its data stream and are left out together, `estimates.paired`): how far a multi-head
 stack is from the one-head stack with as many heads, how much of the depth gain one layer of heads
 captures, the gain from depth of a sweep, and the share of it a looped stack keeps."""
 from __future__ import annotations

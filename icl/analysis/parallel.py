@@ -1,4 +1,4 @@
-"""Independent computations shared among forked processes (the bootstraps of many sweeps), and
+"""Independent computations shared among forked processes (the intervals of many sweeps), and
 the cores this process may use."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 def in_processes(function, tasks: list[tuple], workers: int) -> list:
     """[function(*t) for t in tasks], in `workers` forked processes when more than one is asked for
-    and the platform forks (Linux): each task is a sweep's bootstrap, hundreds of independent
+    and the platform forks (Linux): each task is a sweep's intervals, many independent
     curve fits, so the work splits without changing a number. 0 workers: every core this process
     may use. Forked, not spawned: the workers need no import of icl and torch (2-3 s each). They
     die with this process (a notebook's kernel killed with its reproduction): a fork does not

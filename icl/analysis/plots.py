@@ -236,9 +236,8 @@ def regime_legends(fig, axes) -> None:
 
 def fit_sensitivity(variants: pd.DataFrame, fits: list[str]):
     """Notebook 05's figure of `estimates.fit_variants`: per rank, each sweep's alpha under every fit
-    in `fits`, with its 95 % interval over seeds drawn from lo to hi. The fit of the mean curve need
-    not lie inside the percentile interval of its resamples (few seeds, a short training), so the
-    point is drawn beside its interval, never as a bar around it. The fits run down the y axis, so
+    in `fits`, with its 95 % interval over seeds drawn from lo to hi. The point is drawn beside its
+    interval, never as a bar around it. The fits run down the y axis, so
     that their names read horizontally."""
     ranks = variants.key_dim.nunique()
     fig, axes = plt.subplots(1, ranks, figsize=(1.6 + 3.2 * ranks, 1.0 + 0.42 * len(fits)), sharey=True, squeeze=False,

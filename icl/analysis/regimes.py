@@ -78,7 +78,7 @@ def baseline_gap(depths, matrix: np.ndarray, curve: dict) -> float:
 
 def regime_table(df: pd.DataFrame, bounds_of: dict[Cell, dict]) -> pd.DataFrame:
     """One row per cell, in the order the cells were run: `cell_stats` and the largest gap to each
-    untrained baseline with their bootstrap intervals over seeds (`icl.analysis.intervals`), the bounds, the
+    untrained baseline with their intervals over seeds (`icl.analysis.intervals`), the bounds, the
     best one-layer loss over every key_dim run at its (dim, P), and whether its deepest model beat
     that single layer."""
     one_layer = df[df.depth == 1].groupby(["dim", "context_length", "key_dim"]).loss.mean().groupby(level=[0, 1]).min()

@@ -57,8 +57,8 @@ MEMO_LIMIT = 65536  # fits kept per process (a few hundred bytes each)
 
 def fit_curves(depths, curves, L0: float | None = None, errors=None, floor_below_min: bool = True) -> list[PowerLawFit]:
     """`fit_curve` of many mean curves over the same depths (errors: None, or one array or None
-    per curve), memoised: the bootstrap intervals of several statistics of one sweep (its exponent,
-    its floor over a reference, a figure's fit) refit the same seed-resampled mean curves, and a
+    per curve), memoised: the intervals over seeds of several statistics of one sweep (its exponent,
+    its floor over a reference, a figure's fit) refit the same leave-one-seed-out mean curves, and a
     PowerLawFit is immutable, so each distinct curve is fitted once per process. The curves not
     fitted before are fitted together, in one pass of `fit_power_laws`."""
     errors = [None] * len(curves) if errors is None else errors

@@ -1,7 +1,7 @@
 """Every rule that turns measured numbers into a verdict, in one place.
 
 A *check* compares a number with a threshold. A number comes with its 95 % interval over seeds
-(`icl.analysis.intervals.Estimate`), and a check holds (True) when the whole interval lies on the right side
+(`icl.analysis.intervals.Estimate`, a jackknife-t interval), and a check holds (True) when the whole interval lies on the right side
 of its threshold, fails (False) when the whole interval lies on the wrong side, and is
 inconclusive (None) otherwise (docs/statistics.md). A number from a single seed has no interval and is judged
 on its value (its record says n_seeds = 1).
@@ -77,9 +77,9 @@ def within(x, centre: float, tol: float) -> bool | None:
 
 
 def near_one(row, tol: float) -> bool | None:
-    """|alpha - 1| <= tol for a sweep's exponent, over the interval that spans its seeds and every
-    defensible fit (`icl.analysis.estimates.exponent`); inconclusive when one of those fits is
-    ill-conditioned: its digits are not read."""
+    """|alpha - 1| <= tol for a sweep's exponent: its primary model's, with its interval over seeds
+    (`icl.analysis.exponents.exponent`); inconclusive when the primary fit does not identify it: its
+    digits are not read."""
     e = exponent(row)
     return None if e is None else within(e, 1.0, tol)
 

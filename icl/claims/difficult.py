@@ -1,12 +1,13 @@
 """The verdict rules of notebook 03 (the difficult task): C3, C4, C5, C6b, C9 and C10.
 
-Each function takes the notebook's tables, whose numbers carry bootstrap intervals over seeds
+Each function takes the notebook's tables, whose numbers carry intervals over seeds
 (`icl.analysis.estimates`; a column `x` with `x_lo95`, `x_hi95`, ...), and returns the named checks of one
 claim (True holds, False fails, None inconclusive; `icl.claims`). The thresholds below are the
 ones the notebook's criteria cell states before the runs. Each claim's core check (CORE) carries
 the paper's statement; the others are secondary (`icl.claims.verdict`). An exponent is judged on
-`exponent` (icl.analysis.estimates.exponent_fits): its interval spans the seeds and every pre-stated
-defensible fit, and an ill-conditioned fit among them makes the check inconclusive.
+its primary model (`icl.analysis.exponents`: one power law over every depth where it fits, else the tail
+beyond the knee), whose interval is over seeds; an exponent the primary fit does not identify makes the
+check inconclusive. `judge` applies C4's core to any sweep, a user's own included (`python -m icl judge`).
 """
 from __future__ import annotations
 
@@ -43,16 +44,18 @@ CRITERIA = {
     "C3": f"core: R_2 within {LINEAR_SETTLE:.0%} of the lowest linear loss; secondary: lowest within {MC_TOL:.0%} "
           "of the MC floor built from the context covariance S (revised from the population covariance: the model "
           "sees only its context)",
-    "C4": f"core: R_deepest / R_1 < {DEPTH_FALL} and |alpha - 1| <= {ALPHA_TOL} over the defensible fits "
-          f"(all depths, from L = 2, L >= m); secondary: L0 < {FLOOR_RATIO} x linear plateau; every spectrum; 95 % "
-          "intervals over seeds; an ill-conditioned fit makes the core inconclusive",
+    "C4": f"core: R_deepest / R_1 < {DEPTH_FALL} and |alpha - 1| <= {ALPHA_TOL} for the primary model (one power "
+          f"law over every depth if its chi^2 test gives p >= {exponents.PRIMARY_P}, else the tail L >= m, m = "
+          "lcm(d, k) / k); secondary: L0 < "
+          f"{FLOOR_RATIO} x linear plateau; every spectrum; 95 % intervals over seeds; an exponent the primary fit "
+          "does not identify makes the core inconclusive",
     "C5": f"core: L0 - C_L > 0 and |gamma - 1| <= {GAMMA_TOL}; secondary: |slope of A - C| <= {DISAGREE_SLOPE}; "
           "95 % intervals over seeds",
     "C6b": f"core: larger softmax spread < {COLLAPSE_RATIO} x smaller linear spread; secondary: linear strongest mode "
            "reaches half its fall first",
     "C9": f"core: p90 and p99 of the deepest < {TAIL_CUT} x depth 1's; secondary: depth 1 lower at p1",
-    "C10": f"core: every joint top-2 sweep has R_deepest / R_1 < {DEPTH_FALL} and |alpha - 1| <= {ALPHA_TOL} over "
-           "the defensible fits; secondary: every sweep falls; top-16 mean |alpha - 1| larger",
+    "C10": f"core: every joint top-2 sweep has R_deepest / R_1 < {DEPTH_FALL} and |alpha - 1| <= {ALPHA_TOL} for "
+           "the primary model (as C4); secondary: every sweep falls; top-16 mean |alpha - 1| larger",
 }
 RULES = Rules(TEXT, CRITERIA, CORE)
 status, record, record_by_regime, show_criteria = RULES.status, RULES.record, RULES.record_by_regime, RULES.show_criteria
@@ -66,16 +69,21 @@ def falls(table) -> bool | None:
     return every(below(estimate(r, "fall"), DEPTH_FALL) for r in _rows(table))
 
 
-def alpha_near_one(table) -> bool | None:
-    """Every sweep's exponent lies within ALPHA_TOL of 1."""
-    return every(near_one(r, ALPHA_TOL) for r in _rows(table))
+def inverse_depth_decay(row) -> bool | None:
+    """C4's core on one sweep: it falls (R_deepest / R_1 < DEPTH_FALL; a curve that does not fall
+    fails, whatever its fit) with its primary exponent within ALPHA_TOL of 1."""
+    return every([below(estimate(row, "fall"), DEPTH_FALL), near_one(row, ALPHA_TOL)])
+
+
+def decays(table) -> bool | None:
+    """Every sweep of the table decays as the inverse of depth (`inverse_depth_decay`)."""
+    return every(inverse_depth_decay(r) for r in _rows(table))
 
 
 def c4(table) -> dict:
-    """Softmax, top-2, one rank. Core: inverse-depth decay, every sweep falls (R_deepest / R_1 <
-    DEPTH_FALL) with an exponent within ALPHA_TOL of 1 (a curve that does not fall fails, whatever
-    its fit); secondary: the floor well below the linear plateau."""
-    return {"inverse-depth decay": every([falls(table), alpha_near_one(table)]),
+    """Softmax, top-2, one rank. Core: inverse-depth decay of every sweep; secondary: the floor well
+    below the linear plateau."""
+    return {"inverse-depth decay": decays(table),
             "floor below linear": every(below(estimate(r, "floor_ratio"), FLOOR_RATIO) for r in _rows(table))}
 
 
@@ -112,7 +120,7 @@ def c10(other, joint, deviation_gap) -> dict:
     """Jointly nonzero spectra and top-16 at one rank. Core: the jointly nonzero top-2 sweeps fall
     with exponents near 1; secondary: every sweep falls, and top-16 deviates from 1 more than top-2
     (the gap in mean |alpha - 1| > 0)."""
-    return {"joint inverse-depth decay": every([falls(joint), alpha_near_one(joint)]), "falls": falls(other),
+    return {"joint inverse-depth decay": decays(joint), "falls": falls(other),
             "top-16 deviates more": above(deviation_gap, 0.0)}
 
 
@@ -127,7 +135,7 @@ def c3_numbers(table) -> dict:
 
 def c4_numbers(table, losses) -> dict:
     """`table`: table 1's rows at one rank; `losses`: the main sweep's runs at that rank."""
-    return {"alpha (defensible fits)": exponents.by_spectrum(table), "alpha": estimates.by_spectrum(table, "alpha"),
+    return {"alpha (primary model)": exponents.by_spectrum(table), "alpha, all depths": estimates.by_spectrum(table, "alpha_all"),
             "tail alpha (L >= m)": estimates.by_spectrum(table, "alpha_tail"),
             "knee R_m / R_1": estimates.by_spectrum(table, "knee"), "L0": estimates.by_spectrum(table, "L0"),
             "R_deepest / R_1": estimates.by_spectrum(table, "fall"),
@@ -147,7 +155,28 @@ def c9_numbers(ratios: dict) -> dict:
 def c10_numbers(table, deviation_gap) -> dict:
     """`table`: table 4's rows (joint top-2 and top-16 sweeps) at one rank."""
     top = {f"top-{t.top_k} {spectrum_label(t.input_exponent, t.task_exponent)}": t for _, t in table.iterrows()}
-    return {"alpha (defensible fits)": {n: exponents.recorded(t) for n, t in top.items()},
-            "alpha": {n: estimate(t, "alpha") for n, t in top.items()},
+    return {"alpha (primary model)": {n: exponents.recorded(t) for n, t in top.items()},
+            "alpha, all depths": {n: estimate(t, "alpha_all") for n, t in top.items()},
             "R_deepest / R_1": {n: estimate(t, "fall") for n, t in top.items()},
             "mean |alpha - 1|, top-16 minus top-2": deviation_gap}
+
+
+# ---------------------------------------------------------------- C4's core on any sweep
+
+STATUS = {True: "reproduced", False: "not reproduced", None: "inconclusive"}
+
+
+def judge(curves, dim: int, key_dim: int) -> dict:
+    """C4's core (inverse-depth decay) on one sweep of a user's, by the very tables and rule that judge
+    notebook 03's sweeps: `curves` has columns depth, seed, loss (one row each), depth 1 among the
+    depths. Returns {"status", "primary", "alpha" (value, ci95, or None), "problem", "fall", ...}."""
+    df = curves.assign(key_dim=key_dim)
+    row = exponents.exponent_fits(estimates.estimate_table(df, ["key_dim"]), df, ["key_dim"], dim).iloc[0]
+    alpha, fall = exponents.exponent(row), estimate(row, "fall")
+    interval = lambda e: {"value": e.value, "ci95": list(e.ci95) if e.has_interval else None}  # noqa: E731
+    return {"status": STATUS[inverse_depth_decay(row)], "primary": row["primary"],
+            "alpha": None if alpha is None else interval(alpha), "problem": row["primary_problem"] or None,
+            "knee_depth": int(row["knee_depth"]), "fall": interval(fall), "n_seeds": int(row["n_seeds"]),
+            "depths": int(row["depths"]), "tolerance": ALPHA_TOL, "fall_below": DEPTH_FALL,
+            "sensitivity": {label: interval(estimate(row, f"alpha_{name}")) for name, label in exponents.MODELS.items()
+                            if not row[f"{name}_problem"]}}

@@ -1,7 +1,7 @@
 """The verdict rules of notebook 08 (heads and looped layers, ours: notebook 08): R7 (heads and layers
 are interchangeable at fixed head rank), R8 (a shared-stream layer with h k = d leaves depth little
 to buy) and R9 (a looped stack's share of the untied stack's gain). Each claim has a *core* check
-(CORE) and secondary ones; the numbers they read carry bootstrap intervals over seeds
+(CORE) and secondary ones; the numbers they read carry intervals over seeds
 (icl.analysis.heads_loops), and every threshold is here, printed into the notebook's criteria cell."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The verdict rules of notebook 07 (the mechanism, ours): R4 for each untrained baseline, R5 (trained
-layers choose complementary subspaces) and R6 (the frozen-subspace ablation). Numbers carry bootstrap
+layers choose complementary subspaces) and R6 (the frozen-subspace ablation). Numbers carry
 intervals over seeds; thresholds as the notebook's criteria cell states them before the runs. Each
 claim's core check (CORE) carries its statement; the others are secondary (`icl.claims.verdict`)."""
 from __future__ import annotations
@@ -29,8 +29,9 @@ TEXT = {
 CRITERIA = {
     "R4a": f"core: within {BASELINE_TOL:.0%} at every depth, in every rank-limited cell",
     "R4b": f"core: within {BASELINE_TOL:.0%} at every depth, in every rank-limited cell",
-    "R5": f"core: overlap at L = m < {OVERLAP_RATIO} x k/d; secondary: coverage error < {COVERAGE_RATIO} x random "
-          "at every L >= m; every rank-limited cell",
+    "R5": f"core: at L = m the layers' mean overlap lies less than {OVERLAP_RATIO} of the way from the least possible, "
+          f"max(0, 2k - d)/k, to random subspaces' k/d; secondary: coverage error < {COVERAGE_RATIO} x random at every "
+          "L >= m; every rank-limited cell",
     "R6": f"core: frozen tiled / trained < {1 + TILED_TOL} at L = m and the deepest; secondary: frozen random / frozen "
           f"tiled > {1 + RANDOM_GAP} at L = m",
 }
@@ -45,7 +46,7 @@ def r4(table, kind: str) -> dict:
 
 
 def r5(cells: dict) -> dict:
-    """Per cell {"overlap": Estimate at depth m (overlap / random overlap), "coverage": [Estimates of
+    """Per cell {"overlap": Estimate at depth m (excess overlap / random's excess), "coverage": [Estimates of
     coverage error / random coverage error at every depth >= m]}: both below half of random."""
     return {"overlap below random at L = m": every(below(c["overlap"], OVERLAP_RATIO) for c in cells.values()),
             "even coverage from L = m on": every(below(e, COVERAGE_RATIO) for c in cells.values() for e in c["coverage"])}
@@ -69,7 +70,7 @@ def r4_numbers(table, kind: str) -> dict:
 
 def r5_numbers(cells: dict) -> dict:
     """`cells`: {cell name: estimates.subspace_ratios of that cell}."""
-    return {"overlap / random at L = m": {k: v["overlap"] for k, v in cells.items()},
+    return {"excess overlap / random's at L = m": {k: v["overlap"] for k, v in cells.items()},
             "coverage error / random": {k: {f"L={L}": e for L, e in v["coverage_by_depth"].items()}
                                         for k, v in cells.items()}}
 

@@ -1,5 +1,5 @@
 """The verdict rules of notebook 06 (the regime map, ours): R1, R2 and R3, judged on every cell
-they concern. The table they read is `icl.analysis.regimes.regime_table` (numbers with bootstrap intervals
+they concern. The table they read is `icl.analysis.regimes.regime_table` (numbers with intervals over seeds
 over seeds); thresholds as the notebook's criteria cell states them before the runs. Each claim's
 core check (CORE) carries its statement; the others are secondary (`icl.claims.verdict`)."""
 from __future__ import annotations
@@ -25,7 +25,8 @@ CRITERIA = {
     "R1": f"core: |R_1 / softmax bound - 1| <= {BOUND_TOL} in every full-rank cell; 95 % intervals over seeds",
     "R2": f"core: R_deepest / R_1 > {FLAT_FALL}; secondary: R_deepest / mixture bound > {1 - MIXTURE_TOL:.2f}; in "
           "every full-rank cell",
-    "R3": f"core: R_deepest / R_1 < {FLAT_FALL} and |alpha - 1| <= {ALPHA_TOL} over the defensible fits; secondary: "
+    "R3": f"core: R_deepest / R_1 < {FLAT_FALL} and |alpha - 1| <= {ALPHA_TOL} for the primary model (notebook 03's "
+          "rule); secondary: "
           f"(R_1 - R_deepest) / (R_1 - bound) > {GAP_CLOSED}; every rank-limited cell",
 }
 RULES = Rules(TEXT, CRITERIA, CORE)
@@ -68,6 +69,6 @@ def r2_numbers(full) -> dict:
 
 
 def r3_numbers(limited) -> dict:
-    return {"alpha (defensible fits)": {cell_name(r): recorded(r) for _, r in limited.iterrows()},
-            "alpha": by_cell(limited, "alpha"), "tail alpha (L >= m)": by_cell(limited, "alpha_tail"),
+    return {"alpha (primary model)": {cell_name(r): recorded(r) for _, r in limited.iterrows()},
+            "alpha, all depths": by_cell(limited, "alpha_all"), "tail alpha (L >= m)": by_cell(limited, "alpha_tail"),
             "R_deepest / R_1": by_cell(limited, "fall"), "gap to the bound closed": by_cell(limited, "gap_closed")}

@@ -20,7 +20,7 @@ from .config import ConfigError, RunConfig
 from .decomposition import decompose
 from .models import Stack, build, stack_indices, stack_order
 from .replicas import REPLICA_FIELDS, Replicas, replicates, stack_batches, stack_shape
-from .tasks import EVAL_SEED, VALIDATION_SEED, Batch, held_out, make_generator, mode_labels, power_spectrum, sample_batch
+from .tasks import VALIDATION_SEED, Batch, eval_seed, held_out, make_generator, mode_labels, power_spectrum, sample_batch
 
 EVAL_CHUNK = 512  # contexts per evaluation forward pass: bounds memory, not results
 PROBE_CONTEXTS = 256  # contexts used for the mode-wise and focusing probes along training
@@ -226,7 +226,7 @@ class GroupPass:
         self.lrs = torch.tensor([model_lr(cfgs[i]) for i in self.order], device=device)  # per-model rates
         self.opt = StackAdam(self.stack, self.lrs)
         self.device = device
-        self.evalset, self.valset = held_out(base, device, EVAL_SEED), held_out(base, device, VALIDATION_SEED)
+        self.evalset, self.valset = held_out(base, device, eval_seed(base.seed)), held_out(base, device, VALIDATION_SEED)
         self.curve_set = self.evalset.slice(0, base.curve_contexts)  # the loss along training: a subset, for speed
         self.omega = power_spectrum(base.dim, base.task_exponent, device)
         self.checkpoints = sorted({round(i * base.steps / base.eval_points) for i in range(base.eval_points + 1)})

@@ -30,13 +30,12 @@ import hashlib
 import json
 import math
 import os
-import stat
 import sys
 from pathlib import Path
 
 from .. import __version__
 from ..core.config import RunConfig
-from .files import json_bytes, write_atomic
+from .files import NotAnEntry, json_bytes, read_regular, write_atomic
 from .paths import check_writable
 
 DEFAULT_ROOT = Path("outputs/runs")
@@ -182,25 +181,6 @@ def result_problem(result, cfg: RunConfig) -> str | None:
     if not same_config(result["config"], cfg):
         return "its result is for another config"
     return None
-
-
-class NotAnEntry(ValueError):
-    """A file where an entry should be that is not one: its message says why."""
-
-
-def read_regular(path: Path, limit: int) -> str:
-    """The text of `path` if it is a regular file of at most `limit` bytes. Anything else in a
-    cache is not an entry, and reading it could not end: a link to /dev/zero reads until memory
-    runs out, and a named pipe waits forever for a writer (hence O_NONBLOCK)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise NotAnEntry("it is not a regular file")
-        data = f.read(limit + 1)  # + 1: a file that grew after fstat is still caught
-    if info.st_size > limit or len(data) > limit:
-        raise NotAnEntry(f"it is larger than the {limit:,} bytes an entry may have")
-    return data.decode()
 
 
 def entry_limit(cfg: RunConfig) -> int:

@@ -24,19 +24,19 @@ SHORT = {"reproduced": "reproduced", "partly reproduced": "partly", "not reprodu
 # check name -> the numbers it reads, "case > number" where it reads one case's number only.
 READS = {
     "power law": ["R2"], "between references": ["alpha"], "depends on spectrum": ["alpha differences"],
-    "near zero": ["one-layer loss"], "no depth gain": ["largest gain from depth"],
+    "near zero": ["one-layer loss"], "no depth gain": ["best deeper / one layer"],
     "focusing": ["attention on match"], "norm growth": ["|Q| |K| end / start"],
     "settled by depth 2": ["R_2 / plateau"], "matches MC floor": ["plateau / MC floor (S)"],
     "falls": ["R_deepest / R_1", "R_deepest / R_ref"], "alpha near 1": ["alpha"],
-    "inverse-depth decay": ["alpha (defensible fits)", "R_deepest / R_1", "R_deepest / R_ref"],
-    "joint inverse-depth decay": ["top-2 > alpha (defensible fits)", "top-2 > R_deepest / R_1"],
+    "inverse-depth decay": ["alpha (primary model)", "R_deepest / R_1", "R_deepest / R_ref"],
+    "joint inverse-depth decay": ["top-2 > alpha (primary model)", "top-2 > R_deepest / R_1"],
     "floor below linear": ["floor / linear plateau"],
     "shared error -> floor": ["gamma"], "disagreement -> constant": ["disagreement slope"],
     "strong modes first (training)": ["learning order L=1", "learning order L=32"],
     "weak modes need depth": ["strongest mode by depth 4", "weakest mode by depth 4"],
     "softmax collapses": ["softmax spread / linear spread"], "linear strong first": ["linear half-fall margin (steps)"],
     "A, C level off": ["A_L change", "C_L change"],
-    "top-2 inverse-depth signal": ["top-2 > alpha (defensible fits)", "top-2 > R_deepest / R_ref"],
+    "top-2 inverse-depth signal": ["top-2 > alpha (primary model)", "top-2 > R_deepest / R_ref"],
     "top-16 stops improving": ["top-16 > R_deepest / R_ref"], "top-2 u varies with depth": ["top-2 > u span"],
     "top-16 u constant": ["top-16 > u span"], "top-16 u near -2.3": ["top-16 > u mean"],
     "attention: top-2 identity, top-16 broad": ["top-2 > self mass", "top-16 > self mass"],
@@ -45,7 +45,7 @@ READS = {
     "cells within the tolerance": ["R_1 / softmax bound", "largest |R_L / baseline_L - 1|"],
     "flat with depth": ["R_deepest / R_1"], "not below the mixture bound": ["R_deepest / mixture bound"],
     "half the gap to the bound closed": ["gap to the bound closed"],
-    "overlap below random at L = m": ["overlap / random at L = m"], "even coverage from L = m on": ["coverage error / random"],
+    "overlap below random at L = m": ["excess overlap / random's at L = m"], "even coverage from L = m on": ["coverage error / random"],
     "frozen tiling matches the trained stack": ["tiled / trained"], "frozen random subspaces are worse": ["random / tiled"],
     "matched L h: same loss": ["largest |R(L, h) / R(L h, 1) - 1|"],
     "one layer of d/k heads captures the gain": ["share captured by one layer"],
@@ -190,8 +190,8 @@ def reads(check: str, numbers: list) -> str:
                  and (not within or c == within or (c or "").startswith(within + " "))]
         leaves = [(c or name, x) for c, v in found for x in _leaves(v)]
         values = _ordered([x for _, x in leaves])
-        unread = sum(isinstance(v, str) and v.startswith("not read") for _, v in found)
-        not_read = f"not read in {unread} (an ill-conditioned fit)" if unread else ""
+        unread = sum(isinstance(v, str) and v.startswith("not identified") for _, v in found)
+        not_read = f"not identified in {unread}" if unread else ""
         if len(leaves) == 1:
             out.append(f"{name} {number(leaves[0][1])}" + (f"; {not_read}" if unread else ""))
         elif values:

@@ -9,6 +9,8 @@
   home because it outlives a reboot and a /tmp cleaner; then `$TMPDIR/icl-unsaved`, because /tmp
   is often another file system (often memory) when the home's is the full one. Where neither
   takes it, the caller still holds the result in memory (the command line prints it).
+- `read_regular`: the one reader of what icl reads back (cache entries, registries, a user's
+  curves): a regular file of bounded size, never a pipe or a device.
 - `json_bytes`: a bound of the size of the JSON `--json` writes, checked against the free space
   before any training.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -28,6 +31,27 @@ FILE_MODE = 0o644  # readable by everyone, as a shared cache and a results folde
 # A JSON float as `json.dumps(indent=1)` writes it in a result: up to 24 characters
 # ("-1.2345678901234567e-05,"), a newline, and one space of indent per level (at most 6 levels).
 JSON_FLOAT_BYTES = 32
+
+
+class NotAnEntry(ValueError):
+    """A file where a bookkeeping file (a cache entry, a registry, a user's curves) should be that is
+    not one: its message says why."""
+
+
+def read_regular(path: Path, limit: int) -> str:
+    """The text of `path` if it is a regular file of at most `limit` bytes: the one reader of every
+    file icl reads back. Anything else is not one of its files, and reading it could not end: a link
+    to /dev/zero reads until memory runs out, and a named pipe waits forever for a writer (hence
+    O_NONBLOCK)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotAnEntry("it is not a regular file")
+        data = f.read(limit + 1)  # + 1: a file that grew after fstat is still caught
+    if info.st_size > limit or len(data) > limit:
+        raise NotAnEntry(f"it is larger than the {limit:,} bytes an entry may have")
+    return data.decode()
 
 
 def write_atomic(path: str | os.PathLike, text: str, mode: int = FILE_MODE) -> None:

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..analysis import intervals
 from ..claims import round_numbers
 from ..core.config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, coerce, excerpt, field_names, within
 from ..core.suggest import did_you_mean
@@ -127,8 +126,6 @@ def parameters(ns: dict, make_outputs: bool = True) -> Settings:
         values["spectra"] = [[_exponent(k, values.get(k)) for k in EXPONENTS]]
     values.pop("input_exponent", None), values.pop("task_exponent", None)
     _validate_axes(values)
-    if "bootstrap_resamples" in values:
-        intervals.set_resamples(values["bootstrap_resamples"])
     if values.get("threads") is not None and values["threads"] < 0:  # -3 is truthy: it reached torch, a traceback
         raise ConfigError(f"threads: {values['threads']} is not allowed; it must be an integer >= 0 (0: torch's choice)")
     if values.get("threads"):

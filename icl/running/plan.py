@@ -19,12 +19,10 @@ from ..core.config import ConfigError, RunConfig
 from .workload import DAY, duration, estimate
 from . import gpu_plan
 
-# What a smoke run changes, where a notebook declares the parameter: two training steps, evaluation
-# sets small enough to take seconds, and 20 seed resamples per interval (each distinct resample is a
-# curve fit of ~40 ms, 126 of them at five seeds with the default 2000); every shape stays the profile's.
+# What a smoke run changes, where a notebook declares the parameter: two training steps and evaluation
+# sets small enough to take seconds; every shape stays the profile's.
 SMOKE = {"steps": 2, "eval_contexts": 64, "curve_contexts": 64, "eval_points": 2, "mode_eval_points": 2,
-         "mc_contexts": 500, "reference_contexts": 50, "fit_contexts": 64, "bootstrap_resamples": 20,
-         "progress": False}
+         "mc_contexts": 500, "reference_contexts": 50, "fit_contexts": 64, "progress": False}
 
 
 def smoke_overrides(profile: str, name: str) -> dict:

@@ -94,7 +94,7 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
             "is given as value [95 % interval over seeds]; ✓ a check holds, ✗ it fails.\n\n"
             + failure_lines(times) + unreadable_lines(unreadable) + claims_at_a_glance(rows, root, base)
             + summary.alpha_answer(base)
-            + section("C4's exponents (notebook 03)", summary.c4_table(base), summary.fit_sensitivity(base, limits))
+            + section("C4's exponents (notebook 03)", summary.c4_table(base))
             + regime_section(base) + section("The mechanism (notebook 07)", summary.mechanism_table(root, base),
                                               "![ablation](07_mechanism/ablation.png)\n")
             + ("## Each claim\n\n" + "\n".join(claim_report.section(c, root, base) for c in rows) if rows else "")

@@ -252,7 +252,7 @@ def add_arguments(p) -> None:
                       help="print, without training, each notebook's runs, steps, FLOPs, largest memory and estimated time")
     what.add_argument("--smoke", action="store_true",
                       help=f"run every notebook at the profile's shapes for {SMOKE['steps']} steps with small evaluation "
-                           f"sets and {SMOKE['bootstrap_resamples']} bootstrap resamples per interval, into "
+                           "sets, into "
                            "outputs/smoke/PROFILE/ (every code path, a fraction of the time)")
     p.add_argument("--outputs", metavar="DIR",
                    help="write every notebook's folder, REPORT.md, claims.json and timings.json under DIR (inside "

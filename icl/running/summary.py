@@ -56,64 +56,52 @@ def _limited_sweeps(base: Path) -> list[tuple[str, dict]]:
 
 def alpha_answer(base: Path) -> str:
     """One sentence over the rank-limited sweeps (a full-rank sweep is flat: it has no exponent to
-    ask about): where |alpha - 1| <= ALPHA_TOL holds over every defensible fit, where it fails, and
-    where an ill-conditioned fit leaves it unread."""
+    ask about): where the primary model's alpha lies within ALPHA_TOL of 1, where outside, and where
+    the data do not decide."""
     cells = _limited_sweeps(base)
     if not cells:
         return ""
     verdicts = [(name, near_one(row, ALPHA_TOL)) for name, row in cells]
     yes = [n for n, v in verdicts if v is True]
-    no, unread = [n for n, v in verdicts if v is False], [n for n, v in verdicts if v is None]
-    listed = lambda names: f" ({'; '.join(names)})" if 0 < len(names) <= 5 else ""
-    return (f"**Where is alpha near 1?** Over the {len(cells)} rank-limited sweeps, |alpha - 1| <= {ALPHA_TOL} "
-            f"holds over every defensible fit and its 95 % seed interval in {len(yes)}{listed(yes)}, fails in "
-            f"{len(no)}{listed(no)}, and is inconclusive in {len(unread)} (the interval straddles the "
-            f"tolerance or a fit is ill-conditioned){listed(unread)}.\n\n")
+    no, open_ = [n for n, v in verdicts if v is False], [n for n, v in verdicts if v is None]
+    listed = lambda names: f" ({'; '.join(names)})" if 0 < len(names) <= 5 else ""  # noqa: E731
+    return (f"**Where is alpha near 1?** Over the {len(cells)} rank-limited sweeps, the primary model's alpha "
+            f"(one power law where it fits every depth, else the tail beyond the knee) lies within {ALPHA_TOL} of 1, "
+            f"its whole 95 % interval over seeds, in {len(yes)}{listed(yes)}; outside in {len(no)}{listed(no)}; "
+            f"the data do not decide in {len(open_)}{listed(open_)}.\n\n")
 
 
-def _span(row: dict) -> str:
+def _primary(row: dict) -> str:
+    if row.get("alpha_primary") is None and not row.get("primary_problem"):
+        return "no fit"
     e = exponent(row)
-    return "not read" if e is None else f"[{e.ci95[0]:.2f}, {e.ci95[1]:.2f}]"
+    return f"not identified ({row.get('primary_problem')})" if e is None else _interval(row, "alpha_primary")
+
+
+def _fit(row: dict, name: str) -> str:
+    chi2 = row.get(f"chi2_{name}")
+    return _interval(row, f"alpha_{name}") + ("" if chi2 is None else f" ({chi2:.3g})")
 
 
 def c4_table(base: Path) -> str:
     """Notebook 03's headline exponents at the isotropic spectrum (the first), per key_dim: the
-    protocol alpha [95 % over seeds], the interval over every defensible fit, the tail exponent over
-    L >= m and the knee R_m / R_1."""
+    knee m, the primary model and its alpha [95 % over seeds], both fits' alpha with chi^2 per degree
+    of freedom, and the knee R_m / R_1."""
     r = results(base, "03_difficult")
     rows = (r or {}).get("numbers", {}).get("table1", [])
     if not rows:
         return ""
     first = (rows[0]["input_exponent"], rows[0]["task_exponent"])
-    out = (f"| k | m | alpha, all depths | over the defensible fits | tail alpha (L >= m) | R_m / R_1 | seeds |\n"
-           "|---|---|---|---|---|---|---|\n")
+    out = ("| k | m | primary model | alpha (primary) | all depths (chi^2/dof) | tail L >= m (chi^2/dof) | R_m / R_1 | seeds |\n"
+           "|---|---|---|---|---|---|---|---|\n")
     for x in rows:
         if (x["input_exponent"], x["task_exponent"]) != first:
             continue
-        knee = x.get("knee")
-        out += (f"| {x['key_dim']} | {x.get('knee_depth', '')} | {_interval(x, 'alpha')} | {_span(x)} | "
-                f"{_interval(x, 'alpha_tail')} | {'' if knee is None else f'{knee:.2f}'} | {x['n_seeds']} |\n")
+        knee, full = x.get("knee"), x["key_dim"] >= 16
+        out += (f"| {x['key_dim']} | {x.get('knee_depth', '')} | {x.get('primary', '')} | {_primary(x)} | "
+                f"{_fit(x, 'all')} | {'full rank' if full else _fit(x, 'tail')} | "
+                f"{'' if knee is None else f'{knee:.2f}'} | {x['n_seeds']} |\n")
     return out
-
-
-def fit_sensitivity(base: Path, limits: str) -> str:
-    """One sentence beside C4's exponents (notebook 05's fits at the isotropic spectrum): leaving
-    depth 1 out of the fit moves alpha far more than the seeds do. Fits whose standard error exceeds
-    alpha (full rank, a flat curve) are left out: their digits mean nothing. `limits`: the link to
-    docs/limits.md from where the sentence is shown."""
-    r = results(base, "05_fitting_appendix")
-    rows = [x for x in (r or {}).get("numbers", {}).get("fit_sensitivity", [])
-            if (x["input_exponent"], x["task_exponent"]) == (0, 0) and "standard error" not in (x.get("fit_problem") or "")]
-    protocol = {x["key_dim"]: x for x in rows if x["fit"].startswith("protocol")}
-    later = {x["key_dim"]: x for x in rows if x["fit"] == "from L = 2"}
-    ranks = [k for k in protocol if k in later and None not in (protocol[k]["alpha"], later[k]["alpha"])]
-    if not ranks:
-        return ""
-    moves = ", ".join(f"{protocol[k]['alpha']:.2f} to {later[k]['alpha']:.2f} at k={k}" for k in ranks)
-    width = max(protocol[k]["alpha_hi95"] - protocol[k]["alpha_lo95"] for k in ranks)
-    return (f"The fit's first depth moves alpha far more than the seeds do: leaving depth 1 out of the fit "
-            f"(notebook 05, isotropic spectrum) moves it from {moves}, while its 95 % intervals over seeds "
-            f"are at most {width:.2f} wide ([docs/limits.md]({limits})).\n")
 
 
 def regime_table(base: Path) -> str:
@@ -122,12 +110,11 @@ def regime_table(base: Path) -> str:
     rows = (r or {}).get("numbers", {}).get("regimes", [])
     if not rows:
         return ""
-    out = ("| d | P | k | seeds | R_1 | R_deepest (depth) | alpha [95 %] | tail alpha (L >= m) | softmax bound | "
+    out = ("| d | P | k | seeds | R_1 | R_deepest (depth) | primary model | alpha (primary) | softmax bound | "
            "mixture bound |\n" + "|---" * 10 + "|\n")
     for x in rows:
-        tail = _interval(x, "alpha_tail") if x["key_dim"] < x["dim"] else "full rank"
         out += (f"| {x['dim']} | {x['context_length']} | {x['key_dim']} | {x['n_seeds']} | {x['R_1']:.3f} | "
-                f"{x['R_deepest']:.3f} ({x['depth_max']}) | {_interval(x, 'alpha')} | {tail} | "
+                f"{x['R_deepest']:.3f} ({x['depth_max']}) | {x.get('primary', '')} | {_primary(x)} | "
                 f"{x['single_bound']:.3f} | {x['mixture_bound']:.3f} |\n")
     return out
 
@@ -157,8 +144,8 @@ def readme_block(root: Path, base: Path, rows: list[dict]) -> str:
     """What README.md shows between its markers: the answer, C4's exponents with the fit's
     sensitivity, and the claims at a glance (the mechanism's table and each claim's numbers are REPORT's)."""
     parts = [alpha_answer(base).rstrip("\n") + "\nC4's exponents (notebook 03, d=16, P=64, isotropic spectrum; m = "
-             "ceil(d/k), the knee; which fits are defensible: [docs/statistics.md](docs/statistics.md); how much the fit moves alpha: "
-             "[docs/limits.md](docs/limits.md)):\n",
+             "lcm(d, k)/k, the knee; the rule and its calibration on curves of known exponent: "
+             "[docs/statistics.md](docs/statistics.md)):\n",
              c4_table(base), "Every claim, with its core check (the one that decides it; "
              "[outputs/REPORT.md](outputs/REPORT.md) gives the rule, each claim's numbers and criterion):\n",
              summary_table(rows, root, root) if rows else ""]

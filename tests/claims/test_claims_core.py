@@ -1,6 +1,6 @@
 """Every claim names a core check, and that core can fail: on made-up numbers where the core is on
 the wrong side the claim is not reproduced, whatever its secondary checks say (docs/statistics.md). And the
-exponent a core reads covers every defensible fit, or is not read at all (icl.analysis.exponents)."""
+exponent a core reads is its primary model's, or not identified at all (icl.analysis.exponents)."""
 import math
 
 import numpy as np
@@ -21,15 +21,16 @@ def table(*rows) -> pd.DataFrame:
     """Rows of estimate columns (Estimates flattened), other values as given."""
     out = []
     for numbers in rows:
-        row = {"n_seeds": 5, "input_exponent": 0.0, "task_exponent": 0.0, "fit_problem": ""}
+        row = {"n_seeds": 5, "input_exponent": 0.0, "task_exponent": 0.0, "fit_problem": "", "primary": "tail L >= m",
+               "primary_problem": ""}
         for k, v in numbers.items():
             row.update(estimate_columns(k, v) if isinstance(v, Estimate) else {k: v})
         out.append(row)
     return pd.DataFrame(out)
 
 
-DECAYS = dict(fall=est(0.4, 0.45, 0.5), alpha=est(0.9, 1.0, 1.1), floor_ratio=est(0.3, 0.4, 0.5))
-SLOW = dict(DECAYS, alpha=est(0.4, 0.5, 0.6))  # falls, but with an exponent far from 1
+DECAYS = dict(fall=est(0.4, 0.45, 0.5), alpha_primary=est(0.9, 1.0, 1.1), floor_ratio=est(0.3, 0.4, 0.5))
+SLOW = dict(DECAYS, alpha_primary=est(0.4, 0.5, 0.6))  # falls, but with an exponent far from 1
 
 
 def core_fails(module, cid, checks):
@@ -50,8 +51,8 @@ def test_c4_core_fails_on_a_slow_decay_and_holds_on_inverse_depth():
     core_fails(difficult, "C4", difficult.c4(table(dict(DECAYS, fall=est(0.95, 0.98, 1.0)))))  # flat
 
 
-def test_c4_core_is_inconclusive_on_an_ill_conditioned_fit():
-    ill = table(DECAYS).assign(fit_problem="floor at its bound")
+def test_c4_core_is_inconclusive_on_an_exponent_its_primary_fit_does_not_identify():
+    ill = table(DECAYS).assign(primary_problem="floor at its bound")
     status = difficult.status("C4", difficult.c4(ill))
     assert status == "inconclusive" and status.range == ("not reproduced", "reproduced")
 
@@ -94,11 +95,13 @@ def test_r2_core_fails_when_a_full_rank_stack_gains_much_from_depth():
     core_fails(regimes, "R2", regimes.r2(cells))
 
 
-def test_r3_core_fails_on_a_slow_tail_and_reads_the_defensible_fits():
+def test_r3_core_fails_on_a_slow_tail_and_reads_the_primary_model_alone():
     cells = table(dict(SLOW, gap_closed=est(0.6, 0.7, 0.8)))
     core_fails(regimes, "R3", regimes.r3(cells))
-    wide = table(dict(DECAYS, gap_closed=est(0.6, 0.7, 0.8), alpha_tail=est(0.5, 0.6, 0.7)))
-    assert regimes.r3(wide)["inverse-depth decay"] is None  # the tail fit's interval straddles 0.75
+    other = table(dict(DECAYS, gap_closed=est(0.6, 0.7, 0.8), alpha_all=est(0.5, 0.6, 0.7)))
+    assert regimes.r3(other)["inverse-depth decay"] is True  # the other fit is sensitivity, never a veto
+    straddles = table(dict(DECAYS, gap_closed=est(0.6, 0.7, 0.8), alpha_primary=est(0.6, 0.8, 1.0)))
+    assert regimes.r3(straddles)["inverse-depth decay"] is None
 
 
 def test_r4_core_fails_when_a_cell_is_far_from_its_baseline():
@@ -120,24 +123,20 @@ def test_r6_core_fails_when_the_frozen_tiling_is_much_worse():
 # --- the exponent a verdict reads ---------------------------------------------------------
 
 
-def test_knee_depth_is_the_depth_at_which_rank_k_layers_can_span_r_d():
-    assert [exponents.knee_depth(16, k) for k in (1, 2, 4, 8, 12, 16)] == [16, 8, 4, 2, 2, 1]
+def test_knee_depth_is_where_rank_k_layers_can_tile_r_d():
+    assert [exponents.knee_depth(16, k) for k in (1, 2, 4, 8, 12, 16)] == [16, 8, 4, 2, 4, 1]
     with pytest.raises(ValueError, match="key_dim=0"):
         exponents.knee_depth(16, 0)
 
 
-def test_the_exponent_interval_is_the_union_over_the_defensible_fits():
-    row = table(dict(alpha=est(0.70, 0.72, 0.74), alpha_from2=est(1.05, 1.08, 1.1),
-                     alpha_tail=est(0.5, 0.51, 0.53))).iloc[0]
+def test_the_exponent_is_the_primary_model_s_and_not_identified_is_never_digits():
+    row = table(dict(alpha_primary=est(0.46, 0.51, 0.58), alpha_all=est(0.70, 0.72, 0.74))).iloc[0]
     e = exponents.exponent(row)
-    assert e.value == 0.72 and e.ci95 == (0.5, 1.1)
-
-
-def test_an_ill_conditioned_defensible_fit_leaves_the_exponent_unread():
-    row = table(dict(alpha=est(0.9, 1.0, 1.1), alpha_tail=est(0.9, 1.0, 1.1))).assign(tail_problem="floor at its bound")
-    assert exponents.exponent(row.iloc[0]) is None
-    assert exponents.recorded(row.iloc[0]).startswith("not read: tail: floor at its bound")
-    from_csv = table(dict(alpha=est(0.9, 1.0, 1.1))).assign(fit_problem=math.nan).iloc[0]  # NaN: no problem
+    assert e.value == 0.51 and e.ci95 == (0.46, 0.58)
+    ill = table(dict(alpha_primary=est(4.4, 28.2, 28.4))).assign(primary_problem="floor at its bound").iloc[0]
+    assert exponents.exponent(ill) is None
+    assert exponents.recorded(ill) == "not identified (tail L >= m: floor at its bound)"
+    from_csv = table(dict(alpha_primary=est(0.9, 1.0, 1.1))).assign(primary_problem=math.nan).iloc[0]  # NaN: none
     assert exponents.exponent(from_csv).value == 1.0
 
 
@@ -151,21 +150,26 @@ def synthetic(knee_m: int, tail_alpha: float, seeds=(0, 1, 2), depths=(1, 2, 3, 
                          for s in seeds for L in depths])
 
 
-def test_the_tail_fit_recovers_the_slope_beyond_the_knee_that_the_all_depth_fit_misses():
+def test_a_knee_makes_the_tail_primary_and_the_tail_fit_recovers_its_slope():
     df = synthetic(knee_m=4, tail_alpha=0.5)
-    t = exponents.exponent_fits(estimate_table(df, ["key_dim"]), df, ["key_dim"], dim=16)  # m = 16 / 4
-    row = t.iloc[0]
-    assert row.knee_depth == 4 and row.alpha_tail == pytest.approx(0.5, abs=0.05)
+    row = exponents.exponent_fits(estimate_table(df, ["key_dim"]), df, ["key_dim"], dim=16).iloc[0]  # m = 4
+    assert row.knee_depth == 4 and row.primary == "tail L >= m" and row.chi2_all > 10
+    assert row.alpha_primary == row.alpha_tail == pytest.approx(0.5, abs=0.05)
+    assert row.alpha_primary_lo95 < 0.5 < row.alpha_primary_hi95
     assert row.knee < 1  # the loss at the knee over the one-layer loss
-    e = exponents.exponent(row)
-    if e is not None:  # every defensible fit sound: the interval spans them all
-        assert e.ci95[0] <= row.alpha_tail_lo95 and e.ci95[1] >= max(row.alpha_hi95, row.alpha_from2_hi95)
 
 
-def test_a_tail_with_too_few_depths_is_not_read():
+def test_one_power_law_that_fits_every_depth_is_primary():
+    df = synthetic(knee_m=1, tail_alpha=0.8)
+    row = exponents.exponent_fits(estimate_table(df, ["key_dim"]), df, ["key_dim"], dim=16).iloc[0]
+    assert row.primary == "all depths" and row.alpha_primary == pytest.approx(0.8, abs=0.05)
+
+
+def test_a_tail_with_too_few_depths_is_not_identified():
     df = synthetic(knee_m=16, tail_alpha=0.5)
-    row = exponents.exponent_fits(estimate_table(df, ["key_dim"]), df, ["key_dim"], dim=128).iloc[0]  # m = 128 / 4
-    assert row.tail_problem.startswith("fewer than 4 depths") and exponents.exponent(row) is None
+    row = exponents.exponent_fits(estimate_table(df, ["key_dim"]), df, ["key_dim"], dim=128).iloc[0]  # m = 32
+    assert row.primary == "tail L >= m" and row.primary_problem.startswith("fewer than 4 depths")
+    assert exponents.exponent(row) is None
 
 
 def test_a_curve_s_tail_exponent_or_why_it_is_not_read():

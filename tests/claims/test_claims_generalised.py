@@ -5,6 +5,7 @@ import math
 
 import pandas as pd
 import pytest
+from scipy import stats
 
 from icl.analysis import estimates
 from icl.claims import generalised as rules
@@ -19,9 +20,9 @@ def est(lo, value, hi, n=2):
 
 def sweep_row(model="shared_stream", top_k=2, **numbers) -> dict:
     row = {"model": model, "top_k": top_k, "input_exponent": 0.0, "task_exponent": 0.0, "n_seeds": 2,
-           "trained_to_plateau": True}
-    for k, v in numbers.items():
-        row.update(estimate_columns(k, v))
+           "trained_to_plateau": True, "primary": "tail L >= m", "primary_problem": ""}
+    for k, v in numbers.items():  # "alpha": the primary model's
+        row.update(estimate_columns("alpha_primary" if k == "alpha" else k, v))
     return row
 
 
@@ -48,10 +49,10 @@ def test_c7_core_fails_for_a_flat_sweep_and_is_inconclusive_where_its_intervals_
     assert status == "inconclusive" and status.range == ("not reproduced", "reproduced")
 
 
-def test_c7_core_is_inconclusive_when_a_defensible_fit_is_ill_conditioned():
-    ill = {**sweep_row(**GOOD7), "fit_problem": "floor at its bound"}
+def test_c7_core_is_inconclusive_when_the_primary_fit_does_not_identify_alpha():
+    ill = {**sweep_row(**GOOD7), "primary_problem": "floor at its bound"}
     assert rules.c7(pd.DataFrame([ill]))["inverse-depth decay"] is None
-    a_flat_curve = {**sweep_row(**{**GOOD7, "fall_beyond": est(1.01, 1.05, 1.1)}), "fit_problem": "floor at its bound"}
+    a_flat_curve = {**sweep_row(**{**GOOD7, "fall_beyond": est(1.01, 1.05, 1.1)}), "primary_problem": "floor at its bound"}
     assert rules.c7(pd.DataFrame([a_flat_curve]))["inverse-depth decay"] is False  # it does not fall: no fit needed
 
 
@@ -147,6 +148,7 @@ def test_context_update_estimates_read_the_used_layers_only():
     assert numbers["u_span"].value == pytest.approx(1.9)
     assert numbers["u_mean"].value == pytest.approx(-2.05)
     assert numbers["self_mass"].value == pytest.approx(0.7)  # depth 4, layers 1-3
-    assert numbers["u_span"].ci95 == pytest.approx((1.8, 2.0)) and numbers["u_span"].n_seeds == 2
+    half = stats.t.ppf(0.975, 1) * 0.1  # two seeds' spans 0.2 apart
+    assert numbers["u_span"].ci95 == pytest.approx((1.9 - half, 1.9 + half)) and numbers["u_span"].n_seeds == 2
     only_one_layer = estimates.context_update_estimates(context_update_table(runs[:2]))
     assert math.isnan(only_one_layer["u_span"].value)

@@ -41,8 +41,8 @@ def test_an_exponent_left_unread_is_said_so_in_what_a_check_reads():
     from icl.running.claim_report import reads
 
     est = {"value": 0.72, "ci68": [0.6, 0.9], "ci95": [0.46, 1.09], "n_seeds": 5}
-    numbers = [("k=4", "alpha (defensible fits)", est), ("k=8", "alpha (defensible fits)", "not read: all depths: floor at its bound")]
+    numbers = [("k=4", "alpha (primary model)", est), ("k=8", "alpha (primary model)", "not identified (tail L >= m: floor at its bound)")]
     text = reads("inverse-depth decay", numbers)
-    assert text.startswith("alpha (defensible fits) 0.72 [0.46, 1.09]; not read in 1 (an ill-conditioned fit)")
+    assert text.startswith("alpha (primary model) 0.72 [0.46, 1.09]; not identified in 1")
     only = reads("inverse-depth decay", numbers[1:])
-    assert only == "alpha (defensible fits) not read in 1 (an ill-conditioned fit)"
+    assert only == "alpha (primary model) not identified in 1"

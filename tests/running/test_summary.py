@@ -7,8 +7,10 @@ from icl.running import summary
 
 
 def _row(key_dim, a, b, alpha, lo, hi, **more):
-    return dict(key_dim=key_dim, input_exponent=a, task_exponent=b, alpha=alpha, alpha_lo95=lo,
-                alpha_hi95=hi, n_seeds=5, **more)
+    """A table1 row whose primary model's alpha is `alpha` [lo, hi]."""
+    return {**dict(key_dim=key_dim, input_exponent=a, task_exponent=b, alpha_primary=alpha, alpha_primary_lo95=lo,
+                   alpha_primary_hi95=hi, alpha_primary_lo68=lo, alpha_primary_hi68=hi, primary="tail L >= m",
+                   primary_problem="", n_seeds=5), **more}
 
 
 def _outputs(tmp_path):
@@ -27,20 +29,22 @@ def test_the_answer_counts_rank_limited_sweeps_with_the_criteria_tolerance(tmp_p
     rows[1] = _row(8, 1, 1, 1.1, 0.95, 1.2)  # wholly within 1 +- 0.25
     rows[2] = _row(12, 1, 1, 1.4, 1.3, 1.5)  # wholly beyond 1.25
     rows.append(_row(16, 1, 1, 0.01, 0.0, 0.02))  # full rank: flat, not counted
-    rows.append(_row(4, 0, 0, 1.0, 0.9, 1.1, fit_problem="floor at its bound"))  # ill-conditioned: not read
+    rows.append(_row(4, 0, 0, 1.0, 0.9, 1.1, primary_problem="floor at its bound"))  # not identified
     (base / "03_difficult" / "results.json").write_text(json.dumps({"numbers": {"table1": rows}}))
     text = summary.alpha_answer(base)
     assert "Over the 4 rank-limited sweeps" in text
-    assert "in 1 (d=16, P=64, k=8, (a, b) = (1, 1))" in text  # 1.1 [0.9, 1.3] lies within 1 +- 0.25
-    assert "fails in 1 (d=16, P=64, k=12, (a, b) = (1, 1))" in text
-    assert "inconclusive in 2" in text  # k=4's [0.6, 0.8] straddles 0.75; the ill-conditioned fit is not read
+    assert "in 1 (d=16, P=64, k=8, (a, b) = (1, 1))" in text  # 1.1 [0.95, 1.2] lies within 1 +- 0.25
+    assert "outside in 1 (d=16, P=64, k=12, (a, b) = (1, 1))" in text
+    assert "do not decide in 2" in text  # k=4's [0.6, 0.8] straddles 0.75; the unidentified one is not read
 
 
 def test_the_c4_table_prints_each_exponent_with_its_intervals(tmp_path):
     base = _outputs(tmp_path)
-    row = _row(8, 1, 1, 1.1, 0.9, 1.3, alpha_tail=0.6, alpha_tail_lo95=0.5, alpha_tail_hi95=0.7, knee=0.5, knee_depth=2)
+    row = _row(8, 1, 1, 0.6, 0.5, 0.7, alpha_tail=0.6, alpha_tail_lo95=0.5, alpha_tail_hi95=0.7, chi2_tail=1.9,
+               alpha_all=1.1, alpha_all_lo95=0.9, alpha_all_hi95=1.3, chi2_all=190.0, knee=0.5, knee_depth=2)
     (base / "03_difficult" / "results.json").write_text(json.dumps({"numbers": {"table1": [row]}}))
-    assert "| 8 | 2 | 1.10 [0.90, 1.30] | [0.50, 1.30] | 0.60 [0.50, 0.70] | 0.50 | 5 |" in summary.c4_table(base)
+    assert ("| 8 | 2 | tail L >= m | 0.60 [0.50, 0.70] | 1.10 [0.90, 1.30] (190) | 0.60 [0.50, 0.70] (1.9) | 0.50 | 5 |"
+            in summary.c4_table(base))
 
 
 def test_the_mechanism_table_has_one_line_per_rank_and_curve(tmp_path):
@@ -67,20 +71,6 @@ def test_the_readme_is_rewritten_only_between_its_markers(tmp_path):
 def test_a_cell_without_a_fit_prints_as_such(tmp_path):
     (tmp_path / "06_regimes").mkdir()
     row = dict(dim=16, context_length=64, key_dim=4, n_seeds=3, R_1=0.9, R_deepest=0.5, depth_max=64,
-               single_bound=0.4, mixture_bound=0.3, alpha=None, alpha_lo95=None, alpha_hi95=None)
+               single_bound=0.4, mixture_bound=0.3, alpha_primary=None, alpha_primary_lo95=None, alpha_primary_hi95=None)
     (tmp_path / "06_regimes" / "results.json").write_text(json.dumps({"numbers": {"regimes": [row]}}))
-    assert "| 16 | 64 | 4 | 3 | 0.900 | 0.500 (64) | no fit | no fit | 0.400 | 0.300 |" in summary.regime_table(tmp_path)
-
-
-def test_the_fit_sensitivity_sets_the_first_depth_against_the_seeds(tmp_path):
-    (tmp_path / "05_fitting_appendix").mkdir()
-    fit = lambda k, name, alpha, problem="": dict(key_dim=k, input_exponent=0.0, task_exponent=0.0, fit=name, alpha=alpha,
-                                                  alpha_lo95=alpha - 0.01, alpha_hi95=alpha + 0.02, fit_problem=problem)
-    rows = [fit(4, "protocol: all depths, floor <= min R, unweighted", 0.72), fit(4, "from L = 2", 1.08),
-            fit(16, "protocol: all depths, floor <= min R, unweighted", 0.01, "standard error of alpha larger than alpha"),
-            fit(16, "from L = 2", 0.01, "standard error of alpha larger than alpha")]
-    (tmp_path / "05_fitting_appendix" / "results.json").write_text(json.dumps({"numbers": {"fit_sensitivity": rows}}))
-    text = summary.fit_sensitivity(tmp_path, "docs/limits.md")
-    assert "from 0.72 to 1.08 at k=4, while its 95 % intervals over seeds are at most 0.03 wide" in text
-    assert "k=16" not in text and "[docs/limits.md](docs/limits.md)" in text
-    assert summary.fit_sensitivity(tmp_path / "absent", "x") == ""
+    assert "| 16 | 64 | 4 | 3 | 0.900 | 0.500 (64) |  | no fit | 0.400 | 0.300 |" in summary.regime_table(tmp_path)
