@@ -33,6 +33,7 @@ import pandas as pd
 
 from icl import bounds, estimates, grids, plots, runs_of, show_claims, tables
 from icl import notebook as nb
+from icl.claims import PLATEAU, at_plateau
 from icl.claims import easy as rules
 
 plots.style()
@@ -53,7 +54,7 @@ learning_rate = 0.003
 init_scale = 1.0
 eval_contexts = 2048
 depths = [1, 2, 4]
-seeds = [0]
+seeds = [0, 1, 2]
 spectra = [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [1.5, 0.5]]  # [input_exponent, task_exponent]
 raw_spectra = [[0.0, 0.0], [1.0, 1.0], [1.5, 0.5]]  # spectra also trained on raw Gaussian inputs
 input_exponent = None  # set both (papermill -p) to run one custom spectrum instead of `spectra`
@@ -213,7 +214,7 @@ table = estimates.per_sweep(df, tables.SPECTRUM, estimates.one_layer_gain).merge
     on=[*tables.SPECTRUM, "n_seeds"],
 )
 nb.save_table(s, table, "c2_numbers")
-checks = rules.c2(table)
+checks = {**rules.c2(table), PLATEAU: at_plateau(df)}
 by_spectrum = {
     name: {
         plots.spectrum_label(r.input_exponent, r.task_exponent): estimates.estimate(r, name)

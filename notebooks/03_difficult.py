@@ -52,6 +52,7 @@ from icl import (
     bounds, estimates, exponents, grids, modes, plots, runs_of, show_claims, tables, theory,
 )
 from icl import notebook as nb
+from icl.claims import PLATEAU, at_plateau
 from icl.claims import difficult as rules
 
 plots.style()
@@ -611,16 +612,26 @@ rank = {
     for k in key_dims
 }  # each table's rows at each rank
 regime = {k: f"key_dim {k}" for k in key_dims}  # C4, C5, C9 and C10 are judged at every rank
+# whether the runs each core reads had stopped falling (icl.claims.at_plateau)
+main_at = {k: at_plateau(tables.part_of(frames["main"], key_dim=k)) for k in key_dims}
+joint_at = {k: at_plateau(tables.part_of(frames["joint"], key_dim=k)) for k in key_dims}
+modes_at = at_plateau(
+    tables.part_of(frames["main"], key_dim=primary, input_exponent=mode_spectrum[0], task_exponent=mode_spectrum[1]),
+    tables.part_of(frames["linear"], input_exponent=mode_spectrum[0], task_exponent=mode_spectrum[1]),
+)
 checks = {
-    "C3": rules.c3(table3),
-    "C6b": rules.c6b(collapse_ratio, strong_first),
-    "C4": {regime[k]: rules.c4(rank[k]["table1"]) for k in key_dims},
-    "C5": {regime[k]: rules.c5(rank[k]["table5"]) for k in key_dims},
-    "C9": {regime[k]: rules.c9(ratios[k]) for k in key_dims},
+    "C3": {**rules.c3(table3), PLATEAU: at_plateau(frames["linear"])},
+    "C6b": {**rules.c6b(collapse_ratio, strong_first), PLATEAU: modes_at},
+    "C4": {regime[k]: {**rules.c4(rank[k]["table1"]), PLATEAU: main_at[k]} for k in key_dims},
+    "C5": {regime[k]: {**rules.c5(rank[k]["table5"]), PLATEAU: main_at[k]} for k in key_dims},
+    "C9": {regime[k]: {**rules.c9(ratios[k]), PLATEAU: main_at[k]} for k in key_dims},
     "C10": {
-        regime[k]: rules.c10(
-            rank[k]["table4"], tables.part_of(rank[k]["table4"], top_k=s["top_k"]), deviation_gap[k]
-        )
+        regime[k]: {
+            **rules.c10(
+                rank[k]["table4"], tables.part_of(rank[k]["table4"], top_k=s["top_k"]), deviation_gap[k]
+            ),
+            PLATEAU: joint_at[k],
+        }
         for k in key_dims
     },
 }

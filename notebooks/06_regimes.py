@@ -51,6 +51,7 @@ import pandas as pd
 
 from icl import estimates, exponents, grids, plots, regimes, show_claims, tables
 from icl import notebook as nb
+from icl.claims import PLATEAU, at_plateau
 from icl.claims import regimes as rules
 
 plots.style()
@@ -217,7 +218,12 @@ for _, r in table.iterrows():
 
 # %%
 full, limited = table[table.key_dim == table.dim], table[table.key_dim < table.dim]
-checks = {"R1": rules.r1(full), "R2": rules.r2(full), "R3": rules.r3(limited)}
+full_runs, limited_runs = df[df.key_dim == df.dim], df[df.key_dim < df.dim]  # what each core reads
+checks = {
+    "R1": {**rules.r1(full), PLATEAU: at_plateau(full_runs[full_runs.depth == 1])},
+    "R2": {**rules.r2(full), PLATEAU: at_plateau(full_runs)},
+    "R3": {**rules.r3(limited), PLATEAU: at_plateau(limited_runs)},
+}
 rules.record(s, "R1", checks["R1"], rules.r1_numbers(full), map_png)
 rules.record(s, "R2", checks["R2"], rules.r2_numbers(full), map_png)
 rules.record(s, "R3", checks["R3"], rules.r3_numbers(limited), cells_png)

@@ -214,6 +214,14 @@ def selection_ratios(selection: pd.DataFrame, deep: int, shallow: int, percentil
     return {p: paired(ratio, at(deep), at(shallow), value=p) for p in percentiles}
 
 
+def over_curve(part: pd.DataFrame, curve: dict) -> dict[int, Estimate]:
+    """{L: R_L / curve[L]} of one sweep at each depth it shares with a reference curve ({depth: loss},
+    no interval of its own, e.g. a Monte Carlo reference), with intervals over the sweep's seeds."""
+    depths = set(part.depth)
+    return {int(L): paired(lambda sw, L=L, ref=ref: at_depth(sw, L) / ref, part) for L, ref in curve.items()
+            if L in depths and ref > 0}
+
+
 def at_depth(sweep, depth: int) -> float:
     """The mean over seeds at `depth` of one (depths, matrix) sweep as `paired` hands it over."""
     return float(sweep[1].mean(0)[list(sweep[0]).index(depth)])

@@ -118,7 +118,8 @@ def heads_and_loops(s) -> dict[str, list[RunConfig]]:
     """Notebook 08 (notebook 08): (a) the controlled model at every head count h and head rank k with
     h k <= d, depths with L h <= max_total_heads (h = 1 is notebook 03's sweep, the same configs);
     (b) the shared stream with h k = d (stream_heads heads of rank d / h) against one head of rank d
-    and of rank d / h; (c) looped stacks (tie_layers) beside untied ones in `loop_models`. (b) and
+    and of rank d / h, the latter also at every depth L h (R7 matches L layers of h heads with L h
+    layers of one); (c) looped stacks (tie_layers) beside untied ones in `loop_models`. (b) and
     (c) train with notebook 04's protocol (the context_* values)."""
     base = dict(task="difficult", top_k=s["top_k"], model="softmax")
     spectrum = [s["spectra"][0]]
@@ -130,10 +131,11 @@ def heads_and_loops(s) -> dict[str, list[RunConfig]]:
                    batch_size=s["context_batch_size"], learning_rate=s["context_learning_rate"],
                    eval_contexts=s["context_eval_contexts"], eval_points=s["context_eval_points"])
     h, k = s["stream_heads"], s["dim"] // s["stream_heads"]
-    stream = [s.grid(s["stream_depths"], s["stream_seeds"], spectrum, model="shared_stream",
-                     key_dim=kd, heads=n, **context) for n, kd in ((h, k), (1, s["dim"]), (1, k))]
-    loops = [s.grid(s["loop_depths"], s["loop_seeds"] if m == "softmax" else s["context_seeds"],
-                    spectrum, model=m, key_dim=s["loop_key_dim"], tie_layers=tied, **context)
+    matched = sorted(set(s["stream_depths"]) | {L * h for L in s["stream_depths"]})
+    stream = [s.grid(depths, s["stream_seeds"], spectrum, model="shared_stream", key_dim=kd, heads=n, **context)
+              for n, kd, depths in ((h, k, s["stream_depths"]), (1, s["dim"], s["stream_depths"]), (1, k, matched))]
+    loops = [s.grid(s["loop_depths"], s["context_seeds"], spectrum, model=m, key_dim=s["loop_key_dim"],
+                    tie_layers=tied, **context)
              for m in s["loop_models"] for tied in (False, True)]
     return {"heads": [c for g in heads for c in g], "stream": [c for g in stream for c in g],
             "loops": [c for g in loops for c in g]}

@@ -26,16 +26,22 @@ from ..analysis.intervals import Estimate
 
 STATUSES = ("reproduced", "partly reproduced", "not reproduced", "inconclusive")
 DECIDED = STATUSES[:3]
+# A check every claim may carry beside its others: True when every run its core reads finished falling
+# (`at_plateau`), None when some had not. Then the core is not read, whichever side it lay on: the
+# claim is inconclusive for want of training budget, not reproduced or not (docs/statistics.md).
+PLATEAU = "runs at their plateau"
 
 
 class Status(str):
-    """A status string that also knows the range (worst, best) inconclusive checks leave open."""
+    """A status string that also knows the range (worst, best) inconclusive checks leave open, and
+    whether it is inconclusive because runs its core reads had not reached their plateau (`budget`)."""
 
     range: tuple[str, str]
+    budget: bool = False
 
-    def __new__(cls, worst: str, best: str):
+    def __new__(cls, worst: str, best: str, budget: bool = False):
         self = super().__new__(cls, worst if worst == best else "inconclusive")
-        self.range = (worst, best)
+        self.range, self.budget = (worst, best), budget and worst != best
         return self
 
 
@@ -84,6 +90,14 @@ def near_one(row, tol: float) -> bool | None:
     return None if e is None else within(e, 1.0, tol)
 
 
+def at_plateau(*runs) -> bool | None:
+    """The PLATEAU check of the runs a core reads (frames with a `converged` column, or flags): True
+    when every one finished falling, None when some had not (icl.core.train: the loss fell by more
+    than its tolerance over the last 20 % of its steps)."""
+    flags = [bool(x) for r in runs for x in (r["converged"] if hasattr(r, "columns") else [r])]
+    return True if all(flags) else None
+
+
 def every(results) -> bool | None:
     """A check over several cases (e.g. every spectrum): fails if one fails, holds if all hold."""
     results = list(results)
@@ -122,11 +136,13 @@ def verdict(checks: dict, core: str) -> Status:
     bad = {k: v for k, v in flat.items() if v not in (True, False, None)}
     if bad:
         raise ValueError(f"checks must be True, False or None (inconclusive), got {bad}")
-    secondary = [v for k, v in flat.items() if k != core]
+    secondary = [v for k, v in flat.items() if k not in (core, PLATEAU)]
     holds = "reproduced" if all(v is True for v in secondary) else "partly reproduced"
-    if flat[core] is True:
+    budget = flat.get(PLATEAU, True) is not True
+    read = None if budget else flat[core]
+    if read is True:
         return Status(holds, holds)
-    return Status("not reproduced", "not reproduced" if flat[core] is False else holds)
+    return Status("not reproduced", "not reproduced" if read is False else holds, budget)
 
 
 def _decided_overall(statuses: list[str]) -> str:
@@ -156,7 +172,8 @@ def overall(statuses) -> Status:
     if not statuses:
         raise ValueError("overall() needs at least one status")
     ranges = [status_range(x) for x in statuses]
-    return Status(_decided_overall([w for w, _ in ranges]), _decided_overall([b for _, b in ranges]))
+    return Status(_decided_overall([w for w, _ in ranges]), _decided_overall([b for _, b in ranges]),
+                  any(getattr(x, "budget", False) for x in statuses))
 
 
 # ---------------------------------------------------------------- records
@@ -178,6 +195,8 @@ def _record_status(row: dict, status) -> dict:
     row["status"] = str(status)
     if worst != best:
         row["range"] = [worst, best]
+    if getattr(status, "budget", False):
+        row["budget"] = True  # inconclusive because runs its core reads had not reached their plateau
     return row
 
 
@@ -250,7 +269,8 @@ class Rules:
 
 def show_claims(s) -> None:
     """One line per recorded claim: its id and status (with its range where inconclusive)."""
-    label = lambda r: r["status"] + (f" ({r['range'][0]} to {r['range'][1]})" if "range" in r else "")
+    label = lambda r: r["status"] + (" (budget)" if r.get("budget") else "") + (  # noqa: E731
+        f" ({r['range'][0]} to {r['range'][1]})" if "range" in r else "")
     for c in s.claims:
         where = "".join(f"; {k}: {label(r)}" for k, r in c.get("regimes", {}).items())
         print(f"{c['id']}: {label(c)}{where}")

@@ -23,7 +23,8 @@ SHORT = {"reproduced": "reproduced", "partly reproduced": "partly", "not reprodu
 
 # check name -> the numbers it reads, "case > number" where it reads one case's number only.
 READS = {
-    "power law": ["R2"], "between references": ["alpha"], "depends on spectrum": ["alpha differences"],
+    "power law": ["R2"], "between references": ["R_L / repeated update"], "depends on spectrum": ["alpha differences"],
+    "runs at their plateau": [],
     "near zero": ["one-layer loss"], "no depth gain": ["best deeper / one layer"],
     "focusing": ["attention on match"], "norm growth": ["|Q| |K| end / start"],
     "settled by depth 2": ["R_2 / plateau"], "matches MC floor": ["plateau / MC floor (S)"],
@@ -47,15 +48,13 @@ READS = {
     "half the gap to the bound closed": ["gap to the bound closed"],
     "overlap below random at L = m": ["excess overlap / random's at L = m"], "even coverage from L = m on": ["coverage error / random"],
     "frozen tiling matches the trained stack": ["tiled / trained"], "frozen random subspaces are worse": ["random / tiled"],
-    "matched L h: same loss": ["largest |R(L, h) / R(L h, 1) - 1|"],
+    "shared stream, matched L h: same loss": ["shared stream: largest |R(L, h) / R(L h, 1) - 1|"],
     "one layer of d/k heads captures the gain": ["share captured by one layer"],
     "heads track the complementary baseline": ["largest |R / complementary - 1|"],
     "h k = d: depth buys little": ["gain from depth, h k = d"],
     "less than a single rank-limited head gains": ["gain / one rank-d/h head's gain"],
     "one layer of heads matches one full-rank head": ["R_1 / one rank-d head's R_1"],
-    "looped controlled stack: no gain": ["gain, softmax looped"],
-    "shared_stream keeps the gain": ["looped / untied gain, shared_stream"],
-    "context_updates keeps the gain": ["looped / untied gain, context_updates"],
+    "looped stacks keep the gain": ["looped / untied gain, shared_stream", "looped / untied gain, context_updates"],
 }
 CASE = re.compile(r"\(a, b\)|d=?\d|top-\d|key_dim|k=\d")  # how a spectrum's or cell's label starts
 
@@ -236,7 +235,8 @@ def deciding(record: dict) -> tuple[str | None, str, object, list]:
 
 def _status(record: dict) -> str:
     """A status, with its range where it is inconclusive: 'inconclusive (partly reproduced to reproduced)'."""
-    return record["status"] + (f" ({record['range'][0]} to {record['range'][1]})" if "range" in record else "")
+    return record["status"] + (" (budget)" if record.get("budget") else "") + (
+        f" ({record['range'][0]} to {record['range'][1]})" if "range" in record else "")
 
 
 def status_text(record: dict) -> str:
