@@ -174,18 +174,23 @@ def anisotropic(cfg: RunConfig, levels, depths=(1, 2, 4, 8, 16, 32, 64), fit_con
             "seconds": round(time.perf_counter() - start, 2)}
 
 
-def held_out_spread(cfg: RunConfig, sets: int = 5, fit_contexts: int = 2048) -> dict:
+def held_out_spread(cfg: RunConfig, sets: int = 5, fit_contexts: int = 2048, budget=None) -> dict:
     """How much the evaluation set moves the softmax and mixture bounds: both fitted once on the fit
     contexts and scored on `sets` independently drawn evaluation sets of cfg.eval_contexts contexts
-    (seeds after the runs' own). Per bound: its values, mean, relative standard deviation and range."""
+    (seeds after the runs' own). Per bound: its values, mean, relative standard deviation and range.
+    `budget(seconds)`, if given, is called with the estimated time of all sets once the first is
+    done (it may raise: a million sets is a refusal, not two days)."""
     from ..core.tasks import EVAL_SEED
 
     fit = contexts(cfg, fit_contexts)[0]
     rows = []
     for i in range(1, sets + 1):
+        start = time.perf_counter()
         ev = held_out(cfg, torch.device("cpu"), seed=EVAL_SEED + 7919 * i)
         single = softmax_bound(fit, ev)
         rows.append({"single": single["single"], "mixture": mixture_bound(fit, ev, single)["mixture"]})
+        if i == 1 and budget is not None:
+            budget(sets * (time.perf_counter() - start))
     out = {}
     for k in ("single", "mixture"):
         v = np.array([r[k] for r in rows])

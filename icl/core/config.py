@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import reprlib
 from dataclasses import dataclass, fields
 from typing import Any
@@ -177,6 +178,16 @@ def coerce(key: str, value: Any) -> Any:
     if not isinstance(value, str):
         raise ConfigError(f"{key}: {excerpt(value)} is not a string")
     return value
+
+
+def check_threads(n, key: str = "threads") -> int:
+    """A count of torch CPU threads: 0 (torch's choice) up to four per core this process may use;
+    far beyond that torch's thread pool crashes the process with no message (100,000 did)."""
+    most = 4 * len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 4 * (os.cpu_count() or 1)
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= most:
+        raise ConfigError(f"{key}: {excerpt(n)} is not allowed; it must be an integer from 0 (torch's choice) to {most} "
+                          "(four per core)")
+    return n
 
 
 def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:

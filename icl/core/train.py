@@ -29,13 +29,18 @@ SELECTION_CONTEXTS = 4096  # the first held-out contexts token selection is meas
 # above the 99th percentile); each costs every layer's attention to every token, the torch path
 
 
-class DivergenceError(RuntimeError):
-    """The loss of some models of a group became NaN or infinite: `models` are their indices in
-    the group's configs, `step` the training step (None: in the final evaluation)."""
+BLOWUP = 10.0  # a run whose final evaluation loss ends above this many times its initial one diverged
+NAN_LOSS = "training diverged (loss is NaN or inf)"
 
-    def __init__(self, message: str, models: list[int] = (), step: int | None = None):
+
+class DivergenceError(RuntimeError):
+    """The loss of some models of a group became NaN or infinite, or ended BLOWUP times above where it
+    started: `models` are their indices in the group's configs, `step` the training step (None: in
+    the final evaluation)."""
+
+    def __init__(self, message: str, models: list[int] = (), step: int | None = None, why: str = NAN_LOSS):
         super().__init__(message)
-        self.models, self.step = list(models), step
+        self.models, self.step, self.why = list(models), step, why
 
 
 def describe(cfg: RunConfig) -> str:
@@ -260,7 +265,14 @@ class GroupPass:
             final = torch.as_tensor(self.curve[-1], device=self.device)  # beside the layers' predictors, on the device
             bad = own_nonfinite(self.stack, predict(self.stack, self.evalset)[1], final).nonzero().flatten().tolist()
             raise DivergenceError("training diverged: the final evaluation loss is NaN or inf for "
-                                  + "; ".join(describe(self.cfgs[self.order[m]]) for m in bad), [self.order[m] for m in bad])
+                                  + "; ".join(describe(self.cfgs[self.order[m]]) for m in bad), [self.order[m] for m in bad],
+                                  why=NAN_LOSS + " in the final evaluation")
+        blown = np.flatnonzero(np.asarray(self.curve[-1]) > BLOWUP * np.asarray(self.curve[0])).tolist()
+        if blown:  # finite, but far above where it started (a learning rate of 1e6): no result to read
+            raise DivergenceError(f"training diverged: the final loss ended above {BLOWUP:g} times its initial one for "
+                                  + "; ".join(describe(self.cfgs[self.order[m]]) for m in blown),
+                                  [self.order[m] for m in blown],
+                                  why=f"training diverged (the final loss above {BLOWUP:g} times its initial one)")
         return group_results(self.cfgs, self.order, self.device, self.checkpoints, self.curve, self.modes, self.focus,
                              self.omega, summarise(self.stack, self.evalset, self.valset), wall, models_in_pass, replicas)
 
@@ -427,7 +439,7 @@ def train_finite(cfgs: list[RunConfig], progress: bool = True) -> list[dict]:
             break
         except DivergenceError as err:
             for j in err.models:
-                results[todo[j]] = diverged_record(cfgs[todo[j]], err.step)
+                results[todo[j]] = diverged_record(cfgs[todo[j]], err.step, err.why)
             todo = [i for j, i in enumerate(todo) if j not in err.models]
     return [results[i] for i in range(len(cfgs))]
 
@@ -439,13 +451,12 @@ def train_finite_together(groups: list[list[RunConfig]], progress: bool = True) 
     return [train_finite(g, progress) if isinstance(r, DivergenceError) else r for g, r in zip(groups, results)]
 
 
-def diverged_record(cfg: RunConfig, step: int | None) -> dict:
+def diverged_record(cfg: RunConfig, step: int | None, why: str = NAN_LOSS) -> dict:
     """What the run cache keeps of a run that diverged, so that a rerun neither trains it again
     (unless asked) nor its group's other runs (cache.DIVERGED_FIELDS)."""
-    where = f"at step {step}" if step is not None else "in the final evaluation"
+    where = f" at step {step}" if step is not None else ""
     return {"config": cfg.to_dict(), "version": __version__, **device_record(resolve_device(cfg.device)),
-            "diverged": True, "diverged_step": step,
-            "error": f"training diverged (loss is NaN or inf) {where} for {describe(cfg)}"}
+            "diverged": True, "diverged_step": step, "error": f"{why}{where} for {describe(cfg)}"}
 
 
 def is_diverged(result: dict | None) -> bool:

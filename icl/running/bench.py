@@ -21,15 +21,17 @@ from typing import Callable
 import torch
 
 from .. import __version__
-from ..core.config import ConfigError, RunConfig
+from ..core.config import ConfigError, RunConfig, check_threads
 from ..core.accel.native import KERNEL_OF
 from ..core.looped import LOOPED
 from ..core.models import Stack, build, stack_order
 from ..core.reference import agreement, agrees, plain_model
 from ..core.tasks import make_generator, sample_batch
 from ..core.train import StackAdam, resolve_device
-from .timing import max_rss_mib, peak_flop_rate, seconds_per_step, step_flops
+from .timing import BLOCK, max_rss_mib, peak_flop_rate, seconds_per_step, step_flops
+from .cli import check_output_path
 from .files import write_atomic, write_json
+from .workload import check_day, estimate
 
 # Targets (a benchmark, not a timed test): speed-up of icl over the reference.
 TARGETS = {"softmax": {64: 20.0}, "linear": {64: 5.0}, "sweep": 2.0, "generalised": 5.0, "quick": 3.0}
@@ -340,6 +342,7 @@ def add_arguments(p) -> None:
                    help='run only the cases of these names, e.g. --only "context_updates L=1-64" (default: all)')
     p.add_argument("--repeats", type=int, default=5, help="timed repeats per contender (default: 5)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: 0, torch's choice)")
+    p.add_argument("--yes", action="store_true", help="run a benchmark estimated at more than a day (default: refuse it)")
     # --- reproduce's parallel speed-up (icl/running/reproduce.py owns the measurement)
     p.add_argument("--reproduce-jobs", type=int, default=0, metavar="N",
                    help="also time `reproduce --profile ci` serially and with --jobs N (minutes; default: 0, skip)")
@@ -348,14 +351,25 @@ def add_arguments(p) -> None:
 def check_arguments(args) -> None:
     """ConfigError (one line) for counts and sizes a benchmark cannot run with; the sizes themselves
     are checked by RunConfig when the cases are made."""
-    for key in ("repeats", "threads", "reproduce_jobs"):
+    for key in ("repeats", "reproduce_jobs"):
         low = 1 if key == "repeats" else 0
         if getattr(args, key) < low:
             raise ConfigError(f"{key}: {getattr(args, key)} is not allowed; it must be an integer >= {low}")
+    check_threads(args.threads)
     for key in ("depths", "sweep_depths", "generalised_depths", "deep_sweep_depths"):
         if any(L < 1 for L in getattr(args, key)):
             raise ConfigError(f"{key}: {getattr(args, key)} is not allowed; every depth must be >= 1")
-    cases(args)  # every case's config (and --only's names)
+    check_output_path(args.json)
+    check_time(cases(args), args.repeats, args.yes)  # every case's config (and --only's names), priced
+
+
+def check_time(todo: list[Case], repeats: int, yes: bool) -> None:
+    """ConfigError above a day of benchmarking unless `yes`: each case times `repeats` blocks of about
+    BLOCK seconds (or one step, where a step is longer) per contender, at most three; a step is
+    priced as `icl train` prices one (workload.estimate: memory checked first, then a few real steps)."""
+    step = lambda c: estimate([[c.cfg.replace(depth=L, steps=1) for L in c.depths]])["seconds"]  # noqa: E731
+    check_day(sum(3 * repeats * max(BLOCK, step(c)) for c in todo), yes, "the benchmark",
+              "lower --repeats, the sizes or the depths")
 
 
 def run(args) -> int:

@@ -216,7 +216,7 @@ class RunCache:
             return None
         except NotAnEntry as err:
             problem = str(err)
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError, OSError) as err:
+        except Exception as err:  # noqa: BLE001 (a damaged entry can fail any way: RecursionError when deeply nested)
             problem = f"it does not parse ({type(err).__name__})"
         if problem:
             print(f"icl: cache entry {path} is corrupt or foreign ({problem}); recomputing it", file=sys.stderr)
@@ -261,7 +261,7 @@ class RunCache:
             entry = json.loads(self.read_text(path))
             if entry["key"] == full and entry["checksum"] == _digest(entry["value"]):
                 return entry["value"]
-        except (OSError, ValueError, KeyError, TypeError):
+        except Exception:  # noqa: BLE001 (as `get`: whatever is wrong with it, the value is computed again)
             pass
         # The value as JSON gives it back (int dict keys become strings, and sort differently), so
         # that its checksum is the one a later read computes.

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..core.config import ConfigError, RunConfig, field_names, field_type
 from .paths import check_writable
 from .files import NotAnEntry, free_bytes, read_regular, write_json as write
-from .workload import check_workload, size
+from .workload import check_day, check_workload, size
 from ..core import config
 from ..core.memory import check_fits
 
@@ -56,8 +56,11 @@ def check_output_path(path: str | None, flag: str = "--json", need: int = 0, yes
     for name in inputs:
         if target.exists() and os.path.samefile(target, name):
             raise ConfigError(f"{flag}: {path} is the parameter file itself; give another path for the results")
+    if not target.parent.is_dir():
+        raise ConfigError(f"{flag}: {path} cannot be written; the folder {target.parent} does not exist (make it first, "
+                          "or give another path)")
     check_writable(target.parent, flag, path, "give a writable path")
-    if target.exists():
+    if target.exists() and target.is_file():  # a device or a pipe is written as it is (files.write_atomic)
         try:
             open(target, "a").close()
         except OSError as err:
@@ -230,6 +233,7 @@ def add_arguments_bound(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="write the bounds as JSON to PATH ('-' for standard output)")
     p.add_argument("--eval-sets", type=int, default=0, metavar="N",
                    help="also score both bounds on N other evaluation sets and print their spread (default: 0)")
+    p.add_argument("--yes", action="store_true", help="run even where the evaluation sets are estimated at more than a day")
 
 
 def run_bound(args) -> int:
@@ -246,6 +250,10 @@ def run_bound(args) -> int:
         raise ConfigError(f"fit-contexts: {args.fit_contexts} is not allowed; it must be >= 16")
     check_output_path(args.json)
     check_bound_fits(cfg, args.depths, args.fit_contexts)  # before the contexts are drawn
+    # the spread first: a refusal for its size (timed on its first set) comes before any other work
+    spread = held_out_spread(cfg, args.eval_sets, args.fit_contexts, budget=lambda seconds: check_day(
+        seconds, args.yes, f"{args.eval_sets} evaluation sets", "give fewer --eval-sets or eval_contexts")) \
+        if args.eval_sets else None
     out = bounds(cfg, args.depths, args.fit_contexts)
     if args.json:
         write_json(out, args.json)
@@ -254,8 +262,7 @@ def run_bound(args) -> int:
                        for kind in baselines.KINDS if kind in out)
     print(f"softmax bound {out['single']:.4f} (beta {out['beta']:.3g}), mixture bound {out['mixture']:.4f}, "
           f"linear {out['linear']:.4f}; {curves} ({out['seconds']:.1f} s)", file=sys.stderr)
-    if args.eval_sets:
-        spread = held_out_spread(cfg, args.eval_sets, args.fit_contexts)
+    if spread:
         print(f"over {args.eval_sets} other evaluation sets of {cfg.eval_contexts}: " + "; ".join(
             f"{name} {spread[k]['mean']:.4f} (relative std {spread[k]['relative_std']:.2%}, range "
             f"{spread[k]['relative_range']:.2%})" for k, name in (("single", "softmax bound"), ("mixture", "mixture bound")))

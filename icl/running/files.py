@@ -38,7 +38,7 @@ class NotAnEntry(ValueError):
     not one: its message says why."""
 
 
-def read_regular(path: Path, limit: int) -> str:
+def read_regular(path: Path, limit: int, errors: str = "strict") -> str:
     """The text of `path` if it is a regular file of at most `limit` bytes: the one reader of every
     file icl reads back. Anything else is not one of its files, and reading it could not end: a link
     to /dev/zero reads until memory runs out, and a named pipe waits forever for a writer (hence
@@ -51,13 +51,22 @@ def read_regular(path: Path, limit: int) -> str:
         data = f.read(limit + 1)  # + 1: a file that grew after fstat is still caught
     if info.st_size > limit or len(data) > limit:
         raise NotAnEntry(f"it is larger than the {limit:,} bytes an entry may have")
-    return data.decode()
+    return data.decode(errors=errors)
 
 
 def write_atomic(path: str | os.PathLike, text: str, mode: int = FILE_MODE) -> None:
-    """Write `text` to `path` through a temporary file beside it, fsync and rename."""
-    path = Path(path)
+    """Write `text` to `path` through a temporary file beside it, fsync and rename. A link is
+    followed (the file it names is replaced, not the link), and a target that is not a regular file
+    (/dev/null, /dev/stdout, a named pipe, a device) is written as it is: renaming a file over it
+    would replace the device itself (as root, in /dev). A pipe without a reader is an OSError, not
+    a wait."""
+    path = Path(os.path.realpath(path))
     data = text.encode()  # before the temporary file exists: a value that cannot be encoded leaves nothing
+    if path.exists() and not path.is_file():
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
         os.fchmod(fd, mode)  # mkstemp makes 0600
@@ -101,7 +110,6 @@ def write_json(obj, path: str | os.PathLike, what: str = "the result") -> Path |
     text = json.dumps(obj, indent=1)
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, text)
         return path
     except OSError as err:

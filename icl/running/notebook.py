@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from ..claims import round_numbers
-from ..core.config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, coerce, excerpt, field_names, within
+from ..core.config import (EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, check_threads, coerce, excerpt,
+                           field_names, within)
 from ..core.suggest import did_you_mean
 from ..core.train import is_diverged
 from . import files, paths, processes
@@ -51,6 +53,9 @@ def _copy(v):
     return json.loads(json.dumps(v)) if isinstance(v, (list, dict, tuple)) else v
 
 
+FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")  # a decimal number, as a parameter may spell one
+
+
 def _check_type(key: str, value, default) -> object:
     if default is None or value is None:
         return value
@@ -58,6 +63,8 @@ def _check_type(key: str, value, default) -> object:
         raise ConfigError(f"{key}: {excerpt(value)} is not allowed; it must be a boolean like its default {default!r}")
     if isinstance(default, float) and isinstance(value, int):
         return float(value)
+    if isinstance(default, float) and isinstance(value, str) and FLOAT.fullmatch(value.strip()):
+        return float(value)  # YAML 1.1 reads 1e-3 (no dot) as a string, so papermill's -p hands one over
     if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
         return list(value)
     if type(value) is not type(default):
@@ -126,8 +133,8 @@ def parameters(ns: dict, make_outputs: bool = True) -> Settings:
         values["spectra"] = [[_exponent(k, values.get(k)) for k in EXPONENTS]]
     values.pop("input_exponent", None), values.pop("task_exponent", None)
     _validate_axes(values)
-    if values.get("threads") is not None and values["threads"] < 0:  # -3 is truthy: it reached torch, a traceback
-        raise ConfigError(f"threads: {values['threads']} is not allowed; it must be an integer >= 0 (0: torch's choice)")
+    if values.get("threads") is not None:
+        check_threads(values["threads"])
     if values.get("threads"):
         import torch
 

@@ -8,8 +8,13 @@ the user made. So:
   it, that names what the folder is for: one notebook's outputs at one profile, or the root of a
   run (`--outputs DIR`: notebook folders beside REPORT.md, claims.json and timings.json);
 - icl removes a folder only when the marker is there (or the folder is empty), and replaces one
-  whole only when its marker names the same notebook and profile: never a run root, so that a
+  only when its marker names the same notebook and profile: never a run root, so that a
   mistyped `-p output_dir` (a run root for its notebook's folder) is refused, not obeyed;
+- the marker of a completed run lists the files it wrote (`record_written`); a rerun replaces
+  those, and carries every other file in the folder (a user's notes, a copied result) over into
+  the new one (`foreign`), or stops in one line where a new output would take its name;
+- an output folder never lies inside another notebook's output folder, whose next run would
+  replace it;
 - an output folder must lie strictly inside the repository's `outputs/`, or inside a folder the
   user names explicitly in the environment variable ICL_OUTPUT_ROOT (several separated by ':').
 
@@ -28,6 +33,7 @@ MARKER = ".icl-output"
 OUTPUT_ROOT_ENV = "ICL_OUTPUT_ROOT"
 MARKER_TEXT = "Written by icl: this folder holds outputs that `icl reproduce` may replace whole.\n"
 RUN_ROOT = "(run root)"  # what a run root's marker names instead of a notebook
+WROTE = "wrote: "  # a marker's line for each file the run that made the folder wrote
 
 
 def repo_root(start: Path | None = None) -> Path:
@@ -72,6 +78,11 @@ def check_output_dir(root: Path, value: str, key: str = "output_dir", notebook: 
                           f"{os.path.relpath(roots[0], Path.cwd())}/ (or inside a folder named in ${OUTPUT_ROOT_ENV})")
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{key}: {value!r} is a file, not a folder")
+    inside = next((p for p in path.parents if p.is_dir() and (marked_for(p) or ("",))[0] not in ("", RUN_ROOT)), None)
+    if inside is not None:
+        raise ConfigError(f"{key}: {value!r} lies inside icl's folder for {purpose(*marked_for(inside))} "
+                          f"({os.path.relpath(inside, Path.cwd())}), which that notebook's next run replaces; give a "
+                          "folder beside it")
     if path.is_dir() and not is_own(path):
         raise ConfigError(f"{key}: {value!r} holds files that icl did not write (no {MARKER} marker), and icl "
                           "replaces its output folder whole; give a new folder or one that icl made")
@@ -105,6 +116,24 @@ def fits(made_for: tuple[str, str], name: str, notebook: str, profile: str | Non
     if made_for == ("", ""):
         return notebook in (name, RUN_ROOT) or profile is None
     return made_for[0] == notebook and profile in (None, made_for[1])
+
+
+def record_written(folder: Path) -> None:
+    """Name in `folder`'s marker every file and folder in it: what this run of icl wrote."""
+    marker = folder / MARKER
+    kept = [line for line in marker.read_text().splitlines() if not line.startswith(WROTE)]
+    names = sorted(p.name for p in folder.iterdir() if p.name != MARKER)
+    marker.write_text("\n".join(kept + [WROTE + n for n in names]) + "\n")
+
+
+def foreign(final: Path, stage: Path) -> list[str]:
+    """The names in `final` that icl did not write: not in its marker's list, or, for a marker from
+    before markers listed them, not among the outputs of the run staged in `stage`."""
+    lines = (final / MARKER).read_text(errors="replace").splitlines() if (final / MARKER).is_file() else []
+    ours = {line[len(WROTE):] for line in lines if line.startswith(WROTE)}
+    if not ours:
+        ours = {p.name for p in stage.iterdir()}
+    return sorted(p.name for p in final.iterdir() if p.name != MARKER and p.name not in ours)
 
 
 def contents(folder: Path, most: int = 4) -> str:

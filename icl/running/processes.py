@@ -27,8 +27,10 @@ from pathlib import Path
 
 from ..analysis.parallel import cores, die_with_parent  # noqa: F401 (cores: the module's public name too)
 from ..core.config import ConfigError
+from .files import NotAnEntry, read_regular
 
 REGISTRY_ENV = "ICL_PROCESS_REGISTRY"  # set for the workers and kernels of a reproduction
+REGISTRY_LIMIT = 2**20  # bytes: a line per process of a run, a few dozen
 SURVIVOR_WAIT = 10.0  # seconds the next lock holder waits for a dead run's processes to end
 
 
@@ -56,10 +58,12 @@ def register(registry: Path, role: str) -> None:
 
 def survivors(registry: Path) -> list[int]:
     """The registered processes still running (the same processes: same pid and start time)."""
-    try:
-        lines = registry.read_text(errors="replace").splitlines()  # a line that names no process is skipped
+    try:  # the one reader of bookkeeping files: a named pipe or a device put there is refused, not waited on
+        lines = read_regular(registry, REGISTRY_LIMIT, errors="replace").splitlines()  # a line naming no process is skipped
     except FileNotFoundError:
         return []
+    except (NotAnEntry, OSError) as err:
+        raise ConfigError(f"{registry} cannot be read as icl's process registry ({err}); remove it and run again") from None
     alive = []
     for line in lines:
         pid, started, _ = (line.split() + ["", "", ""])[:3]

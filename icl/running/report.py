@@ -217,6 +217,11 @@ def run(args) -> int:
     base = root / (args.outputs or profile_root(args.profile))
     if not base.is_dir():
         raise ConfigError(f"outputs: no folder {base}; run `icl reproduce --profile {args.profile}` first")
+    if args.outputs:  # the rule of `icl reproduce --outputs`: a run root icl made, inside outputs/ or $ICL_OUTPUT_ROOT
+        paths.check_output_dir(root, args.outputs, "--outputs", paths.RUN_ROOT)
+        if (paths.marked_for(base) or ("",))[0] != paths.RUN_ROOT:
+            raise ConfigError(f"--outputs: {args.outputs!r} is not a run root that `icl reproduce --outputs` made (its "
+                              f"{paths.MARKER} marker says so); icl report writes REPORT.md and claims.json only there")
     readable_timings(base / "timings.json", print)
     print(paths.shown(profile_report(root, args.profile, base), root))
     return 0

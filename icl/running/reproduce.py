@@ -200,6 +200,10 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
     params = checked_parameters(root, profile, names, device, jobs, overrides, own)
     cost = plan.check_work(root, profile, names, params, yes)  # seconds of what is left to train, per notebook
     lock = hold_lock(root, profile)  # noqa: F841 (held until this function returns)
+    # and a lock per output folder beside the profile's: two runs of other profiles into one -p output_dir
+    # would otherwise stage and publish over each other
+    folders = {staging_paths(root, p, n)["stage"].parent for n, p in params.items()} - {staging_folder(root / profile_root(profile))}
+    locks = [processes.hold_lock(f, f"icl reproduce into {paths.shown(f.parent, root)}") for f in sorted(folders)]  # noqa: F841
     registry = root / profile_root(profile) / ".staging" / ".processes"  # where workers and kernels register
     env = {"MPLBACKEND": INLINE_BACKEND, processes.REGISTRY_ENV: str(registry), **(ONE_THREAD if jobs > 1 else {})}
     number = {n: i for i, n in enumerate(names, 1)}
@@ -294,7 +298,7 @@ def run(args) -> int:
     if base is None:
         say(f"total {seconds:.0f} s with --jobs {args.jobs}; no report: -p output_dir put the notebook outside {where}")
     else:
-        readable_timings(base / "timings.json", say)
+        readable_timings(base / "timings.json", say, aside=True)
         record_times(base, times, seconds, args.jobs)
         report = write_report(root, args.profile, base)
         say(f"total {seconds:.0f} s with --jobs {args.jobs}; report: {paths.shown(report, root)}")

@@ -11,10 +11,12 @@ from pathlib import Path
 
 from ..core.config import ConfigError
 from . import paths, plan
+from .files import NotAnEntry, read_regular
 from .parameters import profile_root
 
 
 TEXT_SUFFIXES = (".ipynb", ".json", ".md", ".csv", ".txt")  # files whose staged paths are rewritten
+TIMINGS_LIMIT = 2**20  # bytes of a timings.json: a few lines per notebook
 
 
 def staging_folder(parent: Path) -> Path:
@@ -70,8 +72,17 @@ def publish(root: Path, where: dict[str, Path]) -> None:
             if new != text:
                 f.write_text(new)
     paths.remove_own(where["old"])
+    paths.record_written(stage)
     if final.exists():  # checked before the run; checked again here
         paths.check_output_dir(root, str(final), notebook=stage.name, profile=paths.marked_for(stage)[1])
+        theirs = paths.foreign(final, stage)
+        taken = [n for n in theirs if (stage / n).exists()]
+        if taken:
+            raise ConfigError(f"{os.path.relpath(final / taken[0], root)} was not written by icl and this run writes a file "
+                              f"of that name; move it away and run again (the run is kept in {os.path.relpath(stage, root)}, "
+                              "and the run cache makes a rerun quick)")
+        for name in theirs:  # a user's files carry over into the new folder
+            os.rename(final / name, stage / name)
         os.rename(final, where["old"])
     os.rename(stage, final)
     paths.remove_own(where["old"])
@@ -102,19 +113,24 @@ def report_folder(root: Path, where: str, overrides: dict) -> Path | None:
     return base
 
 
-def readable_timings(path: Path, say) -> None:
+def readable_timings(path: Path, say, aside: bool = False) -> bool:
     """timings.json is bookkeeping, committed with the quick outputs: a merge conflict or a
-    truncated write in it must not cost a finished run its report. One that cannot be read is
-    named in one line and rebuilt from this run (notebooks not run this time lose their last time)."""
-    if not path.is_file():
-        return
+    truncated write in it must not cost a finished run its report, nor is it icl's to delete. One
+    that cannot be read is named in one line and left as it is, or, with `aside` (a run about to
+    write its own), renamed to timings.json.unreadable. Whether it could be read (or is absent)."""
+    if not path.exists():
+        return True
     try:
-        times = json.loads(path.read_text())
+        times = json.loads(read_regular(path, TIMINGS_LIMIT))
         ok = isinstance(times, dict) and all(isinstance(t, dict) and isinstance(t.get("seconds"), (int, float))
                                              for t in times.values())
-    except ValueError as err:  # not JSON, or not UTF-8
+    except (ValueError, NotAnEntry, OSError) as err:  # not JSON, not UTF-8, not a regular file
         ok, times = False, str(err).splitlines()[0][:80]
     if not ok:
         why = times if isinstance(times, str) else "not a mapping of notebooks to their times"
-        say(f"icl: {os.path.relpath(path)} could not be read ({why}); rebuilt from this run")
-        path.unlink()
+        kept = path.with_name(path.name + ".unreadable")
+        if aside:
+            os.replace(path, kept)
+        say(f"icl: {os.path.relpath(path)} could not be read ({why}); "
+            + (f"kept as {kept.name}, and written anew from this run" if aside else "left as it is, and the report shows no times"))
+    return ok

@@ -16,8 +16,11 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
+BLOCK = 0.25  # seconds a timed block of steps lasts, about
+
+
 def seconds_per_step(steps: dict[str, Callable[[], None]], repeats: int, device: torch.device,
-                     block: float = 0.25) -> tuple[dict[str, float], dict[str, float]]:
+                     block: float = BLOCK) -> tuple[dict[str, float], dict[str, float]]:
     """Median wall-clock and CPU seconds per step of each contender. Contenders alternate within
     every repeat, so load from other processes hits them alike; a timed block runs enough steps to
     last ~`block` s. CPU time (all threads of this process) is what load from others leaves alone."""

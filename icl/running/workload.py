@@ -67,11 +67,13 @@ def group_step_seconds(group: list[RunConfig]) -> float:
     import torch
 
     from ..core.models import build, stack_order  # heavy: the core loads torch; workload alone loads none
+    from ..core.memory import check_fits
     from ..core.tasks import make_generator
     from ..core.train import StackAdam, resolve_device, train_step
     from .timing import seconds_per_step
 
     base, device = group[0], resolve_device(group[0].device)
+    check_fits(base, [c.depth for c in group])  # before a step is built: a batch of 1e8 is one line, not a traceback
     stack = build(base, stack_order(base.model, [c.depth for c in group])).to(device)
     opt = StackAdam(stack, torch.tensor([c.learning_rate for c in group], device=device))
     gen, steps = make_generator(base.seed, device), itertools.count()
@@ -167,6 +169,13 @@ def group_name(group: list[RunConfig]) -> str:
     depths = sorted(c.depth for c in group)
     span = f"depth {depths[0]}" if depths[0] == depths[-1] else f"depths {depths[0]}-{depths[-1]}"
     return f"{group[0].model} {span}" + (f" ({len(group)} models)" if len(group) > 1 else "")
+
+
+def check_day(seconds: float, yes: bool, what: str, advice: str) -> None:
+    """ConfigError (one line) when `what` would take more than DAY seconds, unless `yes`."""
+    if seconds > DAY and not yes:
+        raise ConfigError(f"work: {what} would take about {duration(seconds)}, more than a day; pass --yes to run it "
+                          f"anyway, or {advice}")
 
 
 def check_workload(todo: list[list[RunConfig]], yes: bool, cache_root: Path | None = None) -> None:

@@ -171,6 +171,7 @@ def test_publish_replaces_the_whole_folder_and_points_files_at_it(tmp_path):
     paths_module.make_own(final)
     (final / "stale.png").write_bytes(b"old")
     (final / "results.json").write_text("{}")
+    paths_module.record_written(final)  # the previous run wrote both: icl's to replace
     paths = rep.staging_paths(tmp_path, {"output_dir": "outputs/01_a"}, "01_a")
     paths_module.make_own(paths["stage"])
     (paths["stage"] / "results.json").write_text(json.dumps({"figure": "outputs/.staging/01_a/new.png"}))
