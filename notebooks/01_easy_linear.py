@@ -170,7 +170,7 @@ pd.DataFrame(ref_rows).set_index(["spectrum", "kind"]).map("{:.3g}".format)
 # %% [markdown]
 # ## Runs
 # Every depth of a (spectrum, seed) pair trains in one batched pass (`icl.train`); the mode-wise
-# probe (teachers along single eigen-directions, M3) is recorded along training for one spectrum.
+# probe (teachers along single eigen-directions) is recorded along training for one spectrum.
 # With the 1/L residual factor the preconditioners of a depth-L model must grow like L, so a fixed
 # Adam step moves deep models relatively slowly; the learning rate grows with depth,
 # learning_rate·L^lr_depth_exponent. In our trials a constant rate left the deep models far from

@@ -1,4 +1,4 @@
-"""Power-law fits of loss against depth (measurement M1, paper §D.1; M2's gap fit, §D.4).
+"""Power-law fits of loss against depth (paper §D.1; the shared error's gap fit, §D.4).
 
 The model is R_L = L0 + c * L^-alpha, fitted by least squares on the residuals
 log R_L - log(L0 + c L^-alpha), so that a loss of 1e-3 and one of 1e-1 count alike. The floor L0

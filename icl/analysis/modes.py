@@ -1,4 +1,4 @@
-"""Mode-wise pictures (measurement M3 and paper A.4).
+"""Mode-wise pictures (paper §3.1, §4.2, Fig. 7 and A.4).
 
 A.4's heuristic: each eigen-mode of the data converges exponentially in depth, with its own
 characteristic depth; when those depths are spread as a power law, the summed loss is a power
@@ -40,14 +40,14 @@ def convergence_depths(lam, omega, max_depth: int = 256, level: float = math.exp
 
 
 def normalised_mode_curves(result: dict) -> tuple[np.ndarray, np.ndarray]:
-    """M3 from a training result with track_modes: steps and loss_k(t) / loss_k(0), (n_steps, d)."""
+    """The mode-wise curves of a training result with track_modes: steps and loss_k(t) / loss_k(0), (n_steps, d)."""
     if "modes" not in result:
         raise KeyError("the result has no mode-wise losses: train with track_modes=True")
     loss = np.asarray(result["modes"]["loss"], float)
     return np.asarray(result["modes"]["step"]), loss / loss[0]
 
 
-# ---------------------------------------------------------------- do the normalised curves collapse? (M3, Fig. 7, C6)
+# ---------------------------------------------------------------- do the normalised curves collapse? (Fig. 7, C6)
 # Two summaries of loss_k(t) / loss_k(0), an (n_steps, d) array with a first row of ones:
 # how far apart the curves are (`collapse_spread`), and how fast each mode is learned,
 # independent of where it ends (`half_fall_steps`).

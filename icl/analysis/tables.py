@@ -222,7 +222,7 @@ def context_update_table(results: list[dict]) -> pd.DataFrame:
 
 
 def focus_frame(results: list[dict]) -> pd.DataFrame:
-    """The focusing probe (M4) at the end of training, one row per run: the spectrum, depth and
+    """The focusing probe at the end of training, one row per run: the spectrum, depth and
     seed, the attention mass on the matching token, and how much ||Q||·||K|| grew from its initial
     value (their ratio). Runs trained without `track_focus` are left out."""
     rows = []
@@ -247,7 +247,7 @@ def largest_rise(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 
 def selection_frame(results: list[dict], percentiles=(1, 10, 50, 90, 99)) -> pd.DataFrame:
-    """Token-selection distances (M5) of softmax runs at a few percentiles: one row per run, with
+    """Token-selection distances of softmax runs at a few percentiles: one row per run, with
     key_dim, depth and seed."""
     rows = []
     for r in results:

@@ -1,4 +1,4 @@
-"""Linear-attention theory from the spectra alone (measurement M6, paper Appendix A).
+"""Linear-attention theory from the spectra alone (paper Appendix A).
 
 Easy task, linear model. With context labels h = X v the layers act on v as
 v <- (I - Gamma_l S / L) v, with S = X^T X / P the context's empirical covariance, so the

@@ -12,7 +12,6 @@ import reprlib
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .attention import NONLINEARITIES
 from .suggest import did_you_mean
 
 MODELS = ("linear", "softmax", "shared_stream", "untied_values", "context_updates")
@@ -72,8 +71,8 @@ class RunConfig:
     model: str = "softmax"  # linear | softmax | shared_stream | untied_values | context_updates
     depth: int = 1  # number of attention layers L
     key_dim: int = 0  # d_k of Q_l, K_l; 0 means "= dim" (decides the regime: docs/training_protocol.md)
-    heads: int = 1  # h attention heads per layer, each of query/key rank key_dim (ours, SPEC §10)
-    tie_layers: bool = False  # one layer's parameters reused at every depth: a looped stack (ours, SPEC §10)
+    heads: int = 1  # h attention heads per layer, each of query/key rank key_dim (ours: notebook 08)
+    tie_layers: bool = False  # one layer's parameters reused at every depth: a looped stack (ours: notebook 08)
     residual_scale: str = "inverse_depth"  # 1/L on every update keeps the output O(1) in L (ours)
     init_scale: float = 1.0  # initial query/key scores have standard deviation ~ init_scale**2
     subspace: str = "learned"  # learned | random | tiled: frozen subspaces of Q_l, K_l (the mechanism's ablation)
@@ -101,8 +100,8 @@ class RunConfig:
     curve_contexts: int = 2048  # the first ones of them (all, if fewer) measure the loss along training
     eval_points: int = 40  # evaluations along training (the loss curve)
     plateau_tolerance: float = 0.01  # converged when the loss fell < 1% over the last 20% of steps
-    track_modes: bool = False  # mode-wise loss along training (M3)
-    track_focus: bool = False  # attention focusing and query/key norms along training (M4)
+    track_modes: bool = False  # mode-wise loss along training (notebooks 01 and 03)
+    track_focus: bool = False  # attention focusing and query/key norms along training (notebook 02)
 
     def __post_init__(self) -> None:
         for name in _FLOATS:  # -0.0 is 0.0: one run, one cache entry (their JSON differs)
@@ -213,6 +212,8 @@ def validate(c: RunConfig) -> None:
     _choice("schedule", c.schedule, SCHEDULES)
     _choice("residual_scale", c.residual_scale, RESIDUAL_SCALES)
     _choice("subspace", c.subspace, SUBSPACES)
+    from .attention import NONLINEARITIES  # heavy: loads torch, which a config's other checks do not need
+
     _choice("nonlinearity", c.nonlinearity, tuple(NONLINEARITIES))
     if c.nonlinearity != "softmax" and c.model == "linear":
         raise ConfigError(f"nonlinearity: {c.nonlinearity!r} is allowed only for the softmax-family models "

@@ -1,4 +1,4 @@
-"""The ensemble decomposition of Appendix B (measurement M2).
+"""The ensemble decomposition of Appendix B.
 
 With per-layer predictors g_l whose mean is the model's prediction and errors e_l = g_l - y*:
   A_L = mean_l E[e_l^2]              (average individual error)

@@ -1,4 +1,4 @@
-"""Multi-head layers (SPEC §10): a layer's query and key hold its h heads' rows one after another,
+"""Multi-head layers (notebook 08): a layer's query and key hold its h heads' rows one after another,
 (h k, d) per layer with head i in rows i k .. (i + 1) k - 1, so that h = 1 is the one-head layer
 as it always was (the same tensors, drawn from the same generator in the same order).
 

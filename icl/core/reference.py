@@ -11,7 +11,7 @@ under the same names) and returns its prediction y_hat (B,) and, where the model
 the per-layer predictors g_l (B, L) whose mean over l is y_hat (Appendix B). Run it in float64
 (`.double()` and float64 inputs) for the value the float32 paths approximate.
 
-Heads and looped stacks (SPEC §10, icl/core/heads.py): a layer's query and key (h k, D) hold its h
+Heads and looped stacks (notebook 08, icl/core/heads.py): a layer's query and key (h k, D) hold its h
 heads' rows one after another (`heads_of`); a looped model (tie_layers) holds one layer, read at
 every depth (`Plain.at`).
 """

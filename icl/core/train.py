@@ -145,7 +145,7 @@ def relative_losses(stack: Stack, batch: Batch) -> np.ndarray:
 
 @torch.no_grad()
 def mode_losses(stack: Stack, batch: Batch, omega: torch.Tensor) -> np.ndarray:
-    """M3: loss_k = omega_k E[(y_hat - y*)^2] for teachers along each eigen-direction: (M, d)."""
+    """Mode-wise loss: loss_k = omega_k E[(y_hat - y*)^2] for teachers along each eigen-direction: (M, d)."""
     probe = batch.slice(0, PROBE_CONTEXTS)
     labels = mode_labels(probe)  # (d, B, P)
     d, B, P = labels.shape
@@ -158,7 +158,7 @@ def mode_losses(stack: Stack, batch: Batch, omega: torch.Tensor) -> np.ndarray:
 
 @torch.no_grad()
 def focus_stats(stack: Stack, batch: Batch) -> dict[str, np.ndarray] | None:
-    """M4: attention mass on the target tokens, attention entropy, query/key norms, per model."""
+    """Focusing: attention mass on the target tokens, attention entropy, query/key norms, per model."""
     probe = batch.slice(0, PROBE_CONTEXTS)
     out = stack(probe, attention=True)
     if out.query_attention is None:
@@ -177,7 +177,7 @@ def focus_stats(stack: Stack, batch: Batch) -> dict[str, np.ndarray] | None:
 
 @torch.no_grad()
 def token_selection(stack: Stack, batch: Batch) -> np.ndarray | None:
-    """M5: per context, total-variation distance between the layer-averaged query attention and
+    """Token selection: per context, total-variation distance between the layer-averaged query attention and
     the target weights; its percentiles per model, (M, 99). Chunk by chunk: the attention of every
     layer to every token of a large set would not fit in memory. None for models without it."""
     dists = []
@@ -499,8 +499,8 @@ def group_results(cfgs: list[RunConfig], order: list[int], device: torch.device,
 
 
 def summarise(stack: Stack, evalset: Batch, valset: Batch) -> dict:
-    """Final numbers: decomposition (M2), token selection (M5) and the parameters the linear
-    theory and the context-update analysis read (M6, M7)."""
+    """Final numbers: decomposition, token selection and the parameters the linear
+    theory and the context-update analysis read."""
     pred, layer_preds, _ = predict(stack, evalset)
     target = evalset.target
     power = float((target**2).mean())

@@ -2,9 +2,10 @@
 
 The key is a hash of
 - the run's full config,
-- the bytes of the source files that determine a result (`SOURCE_FILES`: train.py and every icl
-  module it imports, directly or not: config, tasks, models, decomposition, ...), hashed once
-  when this module is imported, so any change to the training code, even one byte, recomputes,
+- what the source files that determine a result compute (`source_files`: train.py and every icl
+  module it imports, directly or not: config, tasks, models, decomposition, ...; `syntax`: their
+  syntax trees without docstrings, and the C kernels' bytes), hashed once when this module is
+  imported, so that any changed statement recomputes and an edited comment or docstring does not,
 - the torch version and the device type the run trains on (CPU and GPU numbers differ in the last
   digits): `auto` resolved, so that `auto` on a CPU machine and `cpu` share their entries.
 
@@ -75,11 +76,25 @@ def source_files(package: Path = PACKAGE, roots=SOURCE_ROOTS) -> list[Path]:
     return sorted(seen.values(), key=lambda p: p.name) + kernels
 
 
+def syntax(path: Path) -> bytes:
+    """What a source file computes: a Python file's syntax tree without its docstrings (comments and
+    layout are not in the tree), so that editing prose retrains nothing; a C file's bytes."""
+    if path.suffix != ".py":
+        return path.read_bytes()
+    tree = ast.parse(path.read_bytes())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body and \
+                isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree).encode()
+
+
 def source_hash(package: Path = PACKAGE, roots=SOURCE_ROOTS) -> str:
-    """sha256 over the names and bytes of source_files()."""
+    """sha256 over the names and `syntax` of source_files()."""
     h = hashlib.sha256()
     for path in source_files(package, roots):
-        data = path.read_bytes()
+        data = syntax(path)
         h.update(f"{path.name}\0{len(data)}\0".encode())
         h.update(data)
     return h.hexdigest()

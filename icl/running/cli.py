@@ -92,6 +92,8 @@ def field_help() -> dict[str, str]:
     """Each RunConfig field's description: its comment in config.py, with the allowed values."""
     import inspect
 
+    from ..core.attention import NONLINEARITIES  # heavy: loads torch, for a command's own --help only
+
     notes = {"steps": "training steps (one Adam update on a fresh batch each)",  # fields without a comment
              "warmup_fraction": "fraction of the steps spent in the linear warm-up, in [0, 1)",
              "seed": "seed of the training data stream and of the initial weights"}
@@ -101,7 +103,7 @@ def field_help() -> dict[str, str]:
             notes[m.group(1)] = m.group(2).strip()
     choices = {"model": config.MODELS, "task": config.TASKS, "device": config.DEVICES,
                "schedule": config.SCHEDULES, "residual_scale": config.RESIDUAL_SCALES,
-               "subspace": config.SUBSPACES, "nonlinearity": tuple(config.NONLINEARITIES)}
+               "subspace": config.SUBSPACES, "nonlinearity": tuple(NONLINEARITIES)}
     out = {}
     for name in field_names():
         text = notes.get(name, "")
@@ -336,12 +338,15 @@ HANDLERS = {"train": (add_arguments_train, run_train), "sweep": (add_arguments_s
             "bound": (add_arguments_bound, run_bound), "judge": (add_arguments_judge, run_judge)}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m icl", description=DESCRIPTION)
+def build_parser(commands=None) -> argparse.ArgumentParser:
+    """The parser, with the arguments of `commands` (None: all). Each command's arguments come from
+    its module, which may load torch: `icl --help` and a command's own run load only what they need."""
+    parser = Parser(prog="icl", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for name, (module, help_text) in COMMANDS.items():
-        add, _ = handler(name, module)
-        add(sub.add_parser(name, help=help_text, description=help_text))
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if commands is None or name in commands:
+            handler(name, module)[0](p)
     return parser
 
 
@@ -366,10 +371,9 @@ def clip(message: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..core.train import DivergenceError  # heavy: loads torch; importing the command line stays light
-
     try:
-        args = build_parser().parse_args(argv)
+        argv = sys.argv[1:] if argv is None else argv
+        args = build_parser([a for a in argv if a in COMMANDS][:1]).parse_args(argv)
         return handler(args.command, COMMANDS[args.command][0])[1](args)
     except ConfigError as err:
         print(f"icl: error: {clip(str(err))}", file=sys.stderr)
@@ -380,7 +384,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"icl: error: {err.filename}: {err.strerror}; run where icl may write (the checkout, outputs/, "
               "the cache)", file=sys.stderr)
         return 2
-    except DivergenceError as err:
+    except RuntimeError as err:  # a DivergenceError (icl.core.train, which loads torch: not imported here)
+        if type(err).__name__ != "DivergenceError":
+            raise
         print(f"icl: error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
