@@ -1,5 +1,3 @@
-import sys
+from .running.cli import run
 
-from .running.cli import main
-
-sys.exit(main())
+run()

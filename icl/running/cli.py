@@ -392,3 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("icl: interrupted; finished runs are in the cache, a rerun resumes", file=sys.stderr)
         return 130
+
+
+def run() -> None:
+    """The `icl` console command."""
+    sys.exit(main())

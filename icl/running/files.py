@@ -122,6 +122,33 @@ def write_json(obj, path: str | os.PathLike, what: str = "the result") -> Path |
         return saved[0] if saved else None
 
 
+def provenance(device: str | None = None) -> dict:
+    """What a results file records of how it was made: the commit (with "+changes" where the checkout
+    differs from it), the versions of python, torch and numpy, the device and the date (UTC)."""
+    import platform
+    import subprocess
+    from importlib.metadata import PackageNotFoundError, version
+
+    def git(*args) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    def of(package: str) -> str | None:
+        try:
+            return version(package)
+        except PackageNotFoundError:
+            return None
+
+    commit = git("rev-parse", "HEAD") or None
+    if commit and git("status", "--porcelain", "--untracked-files=no"):
+        commit += "+changes"
+    return {"commit": commit, "python": platform.python_version(), "torch": of("torch"), "numpy": of("numpy"),
+            "device": device, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
 def json_bytes(cfgs) -> int:
     """A bound of the bytes of the JSON of the results of `cfgs`: per run, the fixed fields
     (workload.ENTRY_BYTES) and JSON_FLOAT_BYTES for each number it holds (workload.result_floats)."""

@@ -228,7 +228,8 @@ def save_table(s: Settings, df: pd.DataFrame, name: str) -> str:
 
 def write_results(s: Settings, numbers: dict) -> str:
     """results.json: the parameters, every fitted number and the claim verdicts."""
-    payload = {"parameters": s.values, "numbers": round_numbers(numbers, 6), "claims": s.claims}
+    payload = {"parameters": s.values, "provenance": files.provenance(s.values.get("device")),
+               "numbers": round_numbers(numbers, 6), "claims": s.claims}
     path = s.path("results.json")
     files.write_atomic(path, json.dumps(payload, indent=1, default=str))  # a reader never sees half of it
     return s.relpath(path)

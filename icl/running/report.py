@@ -14,7 +14,7 @@ from pathlib import Path
 from ..core.config import ConfigError
 from . import claim_report, summary
 from . import paths
-from .files import write_atomic
+from .files import provenance, write_atomic
 from .parameters import NOTEBOOKS, PROFILES, profile_root
 from .paths import repo_root
 from .staging import readable_timings
@@ -84,7 +84,7 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
         elif (base / name / "results.json").exists():
             unreadable.append(name)
     rows.sort(key=claim_order)
-    write_atomic(base / "claims.json", json.dumps(rows, indent=1))
+    write_atomic(base / "claims.json", json.dumps({"provenance": provenance(), "claims": rows}, indent=1))
     times = read_times(base / "timings.json")
     limits = os.path.relpath(root / "docs" / "limits.md", base)
     pipeline_only = profile == "ci" or "smoke" in base.parts  # `--smoke` writes under outputs/smoke/PROFILE
@@ -192,7 +192,7 @@ def record_times(base: Path, times: dict, seconds: float, jobs: int) -> None:
     old = json.loads(path.read_text()) if path.exists() else {}
     keep = ("seconds", "runs_trained", "status", "error", "log")
     total = {"seconds": round(seconds, 1), "jobs": jobs, "notebooks": sorted(times),
-             "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+             "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "provenance": provenance()}
     now = {n: {k: t[k] for k in keep if k in t} for n, t in times.items()}
     write_atomic(path, json.dumps({**old, **now, TOTAL: total}, indent=1))
 

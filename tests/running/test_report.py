@@ -21,7 +21,7 @@ def test_report_orders_claims_and_flags_missing_figures(tmp_path):
 
     text = write_report(tmp_path, "ci").read_text()
 
-    ids = [row["id"] for row in json.loads((base / "claims.json").read_text())]
+    ids = [row["id"] for row in json.loads((base / "claims.json").read_text())["claims"]]
     assert ids == ["C6a", "C6b", "C10"]
     assert "[a.png](01_easy_linear/a.png)" in text and "[b.png](03_difficult/b.png)" in text
     assert "gone.png (missing" in text and "(03_difficult/gone.png)" not in text
@@ -111,7 +111,7 @@ def test_icl_report_rewrites_the_report_from_results_on_disk_running_nothing(tmp
     monkeypatch.chdir(tmp_path)
     assert main(["report", "--profile", "ci"]) == 0
     text = (tmp_path / "outputs" / "ci" / "REPORT.md").read_text()
-    assert "| C4 | partly reproduced |" in text and json.loads((base.parent / "claims.json").read_text())[0]["id"] == "C4"
+    assert "| C4 | partly reproduced |" in text and json.loads((base.parent / "claims.json").read_text())["claims"][0]["id"] == "C4"
     assert main(["report", "--profile", "paper"]) == 2  # nothing to report on: one line, no traceback
     assert "no folder" in capsys.readouterr().err
 
@@ -129,14 +129,14 @@ def test_an_unreadable_results_json_costs_its_claims_not_the_report(tmp_path):
 
     text = write_report(tmp_path, "ci").read_text()
 
-    assert [row["id"] for row in json.loads((base / "claims.json").read_text())] == ["C1"]
+    assert [row["id"] for row in json.loads((base / "claims.json").read_text())["claims"]] == ["C1"]
     assert "`03_difficult/results.json` cannot be read" in text and "`06_regimes/results.json` cannot be read" in text
     assert "icl reproduce --only 03_difficult" in text
 
 
-def test_icl_report_names_and_rebuilds_an_unreadable_timings_json(tmp_path, monkeypatch, capsys):
+def test_icl_report_names_and_leaves_an_unreadable_timings_json(tmp_path, monkeypatch, capsys):
     """`icl report` read timings.json as it was: merge-conflict markers in it raised
-    JSONDecodeError, and no report was written."""
+    JSONDecodeError, and no report was written; then it deleted it. It runs nothing: it leaves it."""
     from icl.running import report
 
     base = tmp_path / "outputs" / "ci"
@@ -150,4 +150,13 @@ def test_icl_report_names_and_rebuilds_an_unreadable_timings_json(tmp_path, monk
     assert report.run(type("Args", (), {"profile": "ci", "outputs": None})()) == 0
 
     assert "timings.json could not be read" in capsys.readouterr().out
-    assert not (base / "timings.json").exists() and "C1" in (base / "REPORT.md").read_text()
+    assert (base / "timings.json").read_text() == "<<<<<<< HEAD\n{}\n=======\n" and "C1" in (base / "REPORT.md").read_text()
+
+
+def test_every_results_file_records_its_commit_versions_device_and_date():
+    from icl.running.files import provenance
+
+    p = provenance("cpu")
+    assert set(p) == {"commit", "python", "torch", "numpy", "device", "date"} and p["device"] == "cpu"
+    assert p["torch"] and p["numpy"] and p["date"].endswith("Z")
+    assert p["commit"] is None or len(p["commit"].split("+")[0]) == 40
