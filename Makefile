@@ -85,7 +85,7 @@ lab: install ## open the repository (notebooks/, outputs/) in JupyterLab; .py no
 	$(VENV)/bin/jupyter lab --allow-root --ServerApp.root_dir="$(CURDIR)"
 
 bench: install ## benchmark the fast model against plain full attention
-	$(VPY) -m icl bench --json outputs/bench.json --reproduce-jobs 2
+	$(VPY) -m icl bench --json outputs/studies/bench.json --reproduce-jobs 2
 
 sync: install ## re-pair notebooks/*.py with their .ipynb (jupytext --sync)
 	if ls notebooks/*.py >/dev/null 2>&1; then $(VENV)/bin/jupytext --sync notebooks/*.py; fi

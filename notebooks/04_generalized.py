@@ -44,7 +44,7 @@
 # with batches of 64 and 1,000 steps, below the paper's budget; runs that have not reached their
 # plateau are flagged. The `paper` profile widens all of these on a GPU. What a run costs is not
 # printed here (it changes from one run to the next with the machine's load): `make bench` measures
-# seconds per step (`outputs/bench.md`) and `make reproduce` records each notebook's wall time in
+# seconds per step (`outputs/studies/bench.md`) and `make reproduce` records each notebook's wall time in
 # `outputs/timings.json`.
 #
 # **Depths.** The controlled model and untied values (one attention row per layer) run at `depths`

@@ -114,7 +114,7 @@ pd.DataFrame([{**vars(c), "depths": f"1-{max(depths_of(c))}"} for c in cells])
 # - **R1 (a full-rank layer is the softmax bound)**: in every full-rank cell the one-layer loss is
 #   within `BOUND_TOL` of the softmax bound (5 %: about three times the set-to-set spread, a relative standard
 #   deviation of 1.8 %, of a fixed predictor on evaluation sets of 16k contexts:
-#   `outputs/eval_set_spread.json`). One check, the core: it holds when it holds in every cell.
+#   `outputs/studies/eval_set_spread.json`). One check, the core: it holds when it holds in every cell.
 # - **R2 (at full rank depth adds almost nothing)**: in every full-rank cell (a) the deepest model
 #   is not 10 % below one layer (R_deepest / R_1 > `FLAT_FALL`), and (b) it is not more than `MIXTURE_TOL` below the
 #   mixture bound. Core: (a).

@@ -12,7 +12,7 @@ why it is not read. Through the run cache: interrupted, it resumes; the 2,000-st
 notebook 03's own. It first prints how many runs the cache lacks; --cached-only stops there when any
 does, instead of training them.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/budget_study.py --json outputs/budget_study.json
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/budget_study.py --json outputs/studies/budget_study.json
 """
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def main():
     p.add_argument("--steps", type=int, nargs="+", default=[1000, 2000, 4000, 8000])
     p.add_argument("--rates", type=float, nargs="+", default=[0.001, 0.003, 0.01])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--json", default="outputs/budget_study.json")
+    p.add_argument("--json", default="outputs/studies/budget_study.json")
     p.add_argument("--cache", default="outputs/runs", help="the run cache (read; written only for runs it lacks)")
     p.add_argument("--cached-only", action="store_true", help="stop, training nothing, if the cache lacks a run")
     args = p.parse_args()

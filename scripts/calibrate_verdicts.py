@@ -26,7 +26,7 @@ from icl.claims.difficult import ALPHA_TOL
 QUICK_03 = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64)  # notebook 03, quick: 5 seeds
 PAPER_03 = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)  # notebook 03, paper: 5 seeds
 POWERS = (1, 2, 4, 8, 16, 32, 64)  # notebooks 04 and 06, quick: 3 seeds
-EVAL_NOISE = 0.018  # relative std of a fixed predictor's loss over 16,384-context sets (outputs/eval_set_spread.json)
+EVAL_NOISE = 0.018  # relative std of a fixed predictor's loss over 16,384-context sets (outputs/studies/eval_set_spread.json)
 
 
 def cells(noise_03: float, noise_06: float, noise_04: float) -> list[tuple]:

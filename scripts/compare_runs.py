@@ -7,7 +7,7 @@ with their own run cache, then compare with the committed outputs, e.g.
 
     ATEN_CPU_CAPABILITY=default ICL_KERNEL_FLAGS=portable .venv/bin/python -m icl reproduce \
         --only 06_regimes --outputs outputs/variant/portable -p cache_dir outputs/variant/runs
-    .venv/bin/python scripts/compare_runs.py outputs outputs/variant/portable --json outputs/variant_run.json
+    .venv/bin/python scripts/compare_runs.py outputs outputs/variant/portable --json outputs/studies/variant_run.json
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ and the wall time of each pass. Every pass trains afresh (no run cache), so the 
 the passes' own; each result is appended to --json as it finishes, so an interrupted study keeps
 what it has.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/deep_protocol.py --json outputs/deep_protocol.json
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/deep_protocol.py --json outputs/studies/deep_protocol.json
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ referee would accept, item 5). The softmax bound's predictor (beta and readout f
 contexts of their own) and the random-subspace ensemble's are scored on several independently
 drawn evaluation sets of each size; the spread tells how large a set must be for a tolerance.
 
-    .venv/bin/python scripts/eval_set_spread.py --json outputs/eval_set_spread.json
+    .venv/bin/python scripts/eval_set_spread.py --json outputs/studies/eval_set_spread.json
 """
 import argparse
 import json

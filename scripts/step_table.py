@@ -3,7 +3,7 @@ d = 16, key_dim 4, depths 1-64 stacked (127 layers), at P = 32 and 64. The gener
 are timed beside their first implementation (icl.core.looped), alternating within every repeat
 (medians), so the ratio comes from one run.
 
-    .venv/bin/python scripts/step_table.py [--repeats 7] [--json outputs/step_table.json]
+    .venv/bin/python scripts/step_table.py [--repeats 7] [--json outputs/studies/step_table.json]
 """
 import argparse
 import json
@@ -22,7 +22,7 @@ MODELS = ["softmax", "linear", "context_updates", "shared_stream"]
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--json", default="outputs/step_table.json")
+    p.add_argument("--json", default="outputs/studies/step_table.json")
     args = p.parse_args()
     torch.set_num_threads(1)
     cpu = torch.device("cpu")

@@ -102,7 +102,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--suite", action="store_true", help="also run make test's two commands under each variant")
     p.add_argument("--only", nargs="+", metavar="CAP,THREADS,BUILD", help="run only these variants")
-    p.add_argument("--json", default="outputs/variants.json", help="where the collected lines and the table go")
+    p.add_argument("--json", default="outputs/studies/variants.json", help="where the collected lines and the table go")
     args = p.parse_args()
     chosen = [tuple(v.split(",")) for v in args.only] if args.only else variants()
     collected, passed = {}, {}

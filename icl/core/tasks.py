@@ -17,7 +17,7 @@ from .config import RunConfig
 
 # Seeds of the held-out sets. Each training seed is scored on an evaluation set of its own
 # (`eval_seed`), so that the set-to-set noise of a loss (about 2 % at 16,384 contexts,
-# outputs/eval_set_spread.json) enters the intervals over seeds; every depth and sweep of one seed
+# outputs/studies/eval_set_spread.json) enters the intervals over seeds; every depth and sweep of one seed
 # shares its set, so comparisons within a seed stay paired. The validation set, which only picks
 # learning rates and flags plateaus, is one for all.
 EVAL_SEED = 20_261_063

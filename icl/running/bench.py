@@ -310,8 +310,8 @@ def markdown(result: dict) -> str:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--json", metavar="PATH", default="outputs/bench.json",
-                   help="write the results to PATH and a Markdown table next to it (.md) (default: outputs/bench.json)")
+    p.add_argument("--json", metavar="PATH", default="outputs/studies/bench.json",
+                   help="write the results to PATH and a Markdown table next to it (.md) (default: outputs/studies/bench.json)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"), help="(default: cpu)")
     p.add_argument("--dim", type=int, default=32, help="(default: 32)")
     p.add_argument("--context-length", type=int, default=128, help="(default: 128)")

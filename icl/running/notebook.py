@@ -128,9 +128,21 @@ def parameters(ns: dict, make_outputs: bool = True) -> Settings:
         raise ConfigError(f"unknown parameter {excerpt(unknown[0])}; this notebook's parameters are: {', '.join(sorted(_DECLARED))}"
                           + did_you_mean(unknown[0], _DECLARED))
     values = {k: _check_type(k, current[k], d) for k, d in _DECLARED.items()}
-    # A custom spectrum given on the papermill command line replaces the notebook's list of spectra.
-    if values.get("input_exponent") is not None or values.get("task_exponent") is not None:
-        values["spectra"] = [[_exponent(k, values.get(k)) for k in EXPONENTS]]
+    # A custom spectrum given on the papermill command line replaces every spectrum the notebook
+    # trains on (its lists of spectra and the one whose modes it tracks), so that no section trains
+    # on a default one beside it; half of one is refused.
+    given = [k for k in EXPONENTS if values.get(k) is not None]
+    if given:
+        if len(given) == 1:
+            missing = next(k for k in EXPONENTS if k not in given)
+            raise ConfigError(f"{missing}: not given; a custom spectrum needs both input_exponent and task_exponent "
+                              f"(got {given[0]} {excerpt(values[given[0]])} alone)")
+        custom = [_exponent(k, values[k]) for k in EXPONENTS]
+        for key in values:
+            if key.endswith("spectra"):
+                values[key] = [list(custom)]
+        if "mode_spectrum" in values:
+            values["mode_spectrum"] = list(custom)
     values.pop("input_exponent", None), values.pop("task_exponent", None)
     _validate_axes(values)
     if values.get("threads") is not None:
