@@ -9,8 +9,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.container import ErrorbarContainer
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter
 
-from .tables import SPECTRUM, fit_depths, seed_means, spectrum_label
+from . import exponents
+from .intervals import seed_matrix
+from .tables import SPECTRUM, fit_curve, seed_means, spectrum_label
 
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 # One colour per concept in every notebook (Okabe-Ito; references in grey and black).
@@ -105,8 +108,26 @@ def loss_vs_depth(ax, df: pd.DataFrame, label: str, color=None, fit=None, value:
                 label=fit_label or f"fit, alpha = {fit.alpha:.2f}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    plain_ticks(ax)
     ax.set_xlabel("depth L")
     ax.set_ylabel("relative loss  R_L = E[(ŷ - y*)²] / E[y*²]" if value == "loss" else value)
+
+
+def plain_ticks(ax) -> None:
+    """Plain tick labels on a log y axis, 0.6 and not 6×10⁻¹ (and the depth axis's integers): of the
+    minor ticks only 2, 3 and 5 times a power of ten are labelled, so that a decade holds at most
+    four labels, except on an axis spanning less than a factor of two, which labels every tick."""
+    def plain(y: float, _=None) -> str:
+        lo, hi = ax.get_ylim()
+        if y <= 0:
+            return ""
+        if hi < 2 * lo:
+            return f"{y:.3g}"
+        return f"{y:g}" if round(y / 10 ** np.floor(np.log10(y)), 6) in (1, 2, 3, 5) else ""
+
+    ax.yaxis.set_major_formatter(FuncFormatter(plain))
+    ax.yaxis.set_minor_formatter(FuncFormatter(plain))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
 
 
 def training_curves(ax, results: list[dict], title: str = "") -> None:
@@ -160,12 +181,25 @@ def curve_panels(groups: dict[str, list[dict]]):
 
 
 def sweep_with_bounds(ax, part: pd.DataFrame, b: dict, title: str) -> None:
-    """One softmax depth sweep (points over seeds, joint-floor fit) with its bounds; the fitted
-    exponent in the title, so that a figure of many panels can share one legend (figure_legend)."""
-    fit = fit_depths(part)
-    loss_vs_depth(ax, part, "trained (mean ± s.e. over seeds)", color=TRAINED, fit=fit, fit_label="fit L0 + c L^-alpha")
+    """One softmax depth sweep (points over seeds) with the fit a verdict reads (its primary model,
+    `exponents.read_exponent`), a 1/L tail through the same floor and knee to judge it by eye, and its
+    bounds; the exponent in the title, so that a figure of many panels can share one legend."""
+    loss_vs_depth(ax, part, "trained (mean ± s.e. over seeds)", color=TRAINED)
     bounds_lines(ax, b, depths=sorted(part.depth.unique()))
-    ax.set_title(f"{title}\nalpha = {fit.alpha:.2f}" if getattr(fit, "converged", True) else title, fontsize=SMALLEST_FONT + 1)
+    depths, matrix = seed_matrix(part)
+    m = exponents.knee_depth(b["config"]["dim"], b["key_dim"])
+    reading = exponents.read_exponent(depths, matrix, m)
+    alpha = reading["alpha"]
+    if alpha is not None:
+        start = 1 if reading["primary"] == "all" else m
+        fit = fit_curve(depths[depths >= start], matrix.mean(0)[depths >= start], **exponents.FIT)
+        L = np.geomspace(start, depths.max(), 100)
+        ax.plot(L, fit.L0 + fit.c * L ** (-fit.alpha), "-", color=TRAINED, alpha=0.8, label="fit a verdict reads")
+        ax.plot(L, fit.L0 + (fit.predict([start])[0] - fit.L0) * start / L, "--", color="k", lw=0.9,
+                label="1/L through the same floor")
+    where = "all L" if reading["primary"] == "all" else f"L ≥ {m}"
+    ax.set_title(f"{title}\nα = {alpha.value:.2f} [{alpha.ci95[0]:.2f}, {alpha.ci95[1]:.2f}], {where}" if alpha is not None
+                 else f"{title}\nα not identified", fontsize=SMALLEST_FONT + 1)
     ax.set_ylabel("relative loss R_L")
 
 

@@ -254,14 +254,32 @@ def figure_link(root: Path, base: Path, figure: str) -> str:
     return f"[{escape(name)}]({os.path.relpath(root / figure, base)})"
 
 
-def summary_table(rows: list[dict], root: Path, base: Path) -> str:
-    """One row per claim: id, status, the check that decided it with its numbers, the figure."""
-    body = []
-    for c in rows:
-        rank, name, v, numbers = deciding(c)
-        decided = "no check recorded" if name is None else (f"{rank}: " if rank else "") + check_text(name, v, numbers)
-        body.append([cell(c["id"]), cell(status_text(c)), cell(decided), figure_link(root, base, c["figure"])])
-    return table(["claim", "status", "decided by", "figure"], body)
+def short_status(record: dict) -> str:
+    """A status in a word or two: 'reproduced', 'partly', 'not reproduced', 'inconclusive' or
+    'inconclusive (budget)'."""
+    return {"partly reproduced": "partly"}.get(record["status"], record["status"]) + (" (budget)" if record.get("budget") else "")
+
+
+def deciding_number(record: dict, most: int = 90) -> str:
+    """The number that decided a claim, where: 'k=4: alpha (primary model) 0.478 [0.426, 0.531] ...'."""
+    rank, name, _, numbers = deciding(record)
+    text = (f"{rank}: " if rank else "") + (reads(name, numbers) if name else "no check recorded")
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def compact_table(rows: list[dict], root: Path, outputs: Path, doc: Path) -> str:
+    """The claims at a glance, for a document in folder `doc`: id, status in a word or two, the
+    number that decided it, its figure and its executed notebook (in `outputs`)."""
+    body = [[cell(c["id"]), cell(short_status(c)), cell(deciding_number(c)), figure_link(root, doc, c["figure"]),
+             notebook_link(outputs, doc, c.get("notebook"))] for c in rows]
+    return table(["claim", "status", "deciding number", "figure", "notebook"], body)
+
+
+def notebook_link(outputs: Path, doc: Path, name: str | None) -> str:
+    """A link to a claim's executed notebook (in `outputs`) from a document in `doc`."""
+    if not name:
+        return ""
+    return f"[{escape(name[:2])}]({os.path.relpath(outputs / name / f'{name}.ipynb', doc)})"
 
 
 def _kind(case: str) -> str:

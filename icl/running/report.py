@@ -110,7 +110,8 @@ def claims_at_a_glance(rows: list[dict], root: Path, base: Path) -> str:
     """The table that opens the report: one row per claim, with the check that decided it."""
     if not rows:
         return "No results yet: run `make reproduce`.\n\n"
-    return "## The claims at a glance\n\n" + claim_report.summary_table(rows, root, base) + "\n" + claim_report.DECIDED_BY + "\n\n"
+    return ("## The claims at a glance\n\n" + claim_report.compact_table(rows, root, base, base) + "\n"
+            + claim_report.DECIDED_BY + "\n\n")
 
 
 def included(page: Path) -> str:

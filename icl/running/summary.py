@@ -13,7 +13,7 @@ from pathlib import Path
 from ..analysis.exponents import exponent
 from ..claims import near_one
 from ..claims.difficult import ALPHA_TOL  # the criteria's tolerance for "alpha near 1"
-from .claim_report import summary_table
+from .claim_report import compact_table
 from .files import write_atomic
 
 BEGIN, END = "<!-- results: generated from outputs/ by `icl reproduce` or `icl report`; edits here are overwritten -->", "<!-- /results -->"
@@ -141,14 +141,14 @@ def mechanism_table(root: Path, base: Path, depths=(1, 2, 4, 16, 64)) -> str:
 
 
 def readme_block(root: Path, base: Path, rows: list[dict]) -> str:
-    """What README.md shows between its markers: the answer, C4's exponents with the fit's
-    sensitivity, and the claims at a glance (the mechanism's table and each claim's numbers are REPORT's)."""
-    parts = [alpha_answer(base).rstrip("\n") + "\nC4's exponents (notebook 03, d=16, P=64, isotropic spectrum; m = "
+    """What README.md shows between its markers: the claims at a glance, then the headline question
+    and C4's exponents (the mechanism's table and each claim's numbers are REPORT's)."""
+    parts = [compact_table(rows, root, base, root) if rows else "",
+             "Each claim's core check decides it (its rule, criterion and numbers: [outputs/REPORT.md](outputs/REPORT.md)).\n",
+             alpha_answer(base).rstrip("\n") + "\nC4's exponents (notebook 03, d = 16, P = 64, isotropic spectrum; m = "
              "lcm(d, k)/k, the knee; the rule and its calibration on curves of known exponent: "
              "[docs/statistics.md](docs/statistics.md)):\n",
-             c4_table(base), "Every claim, with its core check (the one that decides it; "
-             "[outputs/REPORT.md](outputs/REPORT.md) gives the rule, each claim's numbers and criterion):\n",
-             summary_table(rows, root, root) if rows else ""]
+             c4_table(base)]
     return "\n".join(p for p in parts if p.strip()).rstrip("\n")
 
 
