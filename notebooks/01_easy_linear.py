@@ -242,10 +242,8 @@ parts = {
 fits = {sp: tables.fit_depths(part, L0=0.0) for sp, part in parts.items()}
 
 # %%
-fig, axes = plt.subplots(
-    1, len(s["spectra"]), figsize=(3.6 * len(s["spectra"]), 3.4), squeeze=False
-)
-for ax, sp in zip(axes[0], s["spectra"]):
+fig, axes = plots.panel_grid(len(s["spectra"]), 3.6, 3.4)
+for ax, sp in zip(axes, s["spectra"]):
     part = parts[tuple(sp)]
     plots.loss_vs_depth(
         ax, part, "trained (mean ± s.e. over seeds)",

@@ -149,7 +149,7 @@ easy_bound
 
 # %%
 one_layer = [r for r in runs if r["config"]["depth"] == 1 and r["config"]["seed"] == s["seeds"][0]]
-fig, axes = plt.subplots(1, 3, figsize=(11, 3))
+fig, axes = plots.panel_grid(3, 3.8, 3.0)
 for r in one_layer:
     f, lab = r["focus"], plots.spectrum_label(
         r["config"]["input_exponent"], r["config"]["task_exponent"]

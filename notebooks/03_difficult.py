@@ -509,7 +509,7 @@ probe_runs = {
 per_seed = modes.probe_table(probe_runs)
 collapse_ratio = estimates.of_seed_means(per_seed, modes.collapse_ratio)
 strong_first = estimates.of_seed_means(per_seed, modes.strong_first_margin)
-fig, axes = plt.subplots(1, 4, figsize=(12.8, 3), sharey=True)
+fig, axes = plots.panel_grid(4, 3.4, 3.0, sharey=True)
 for ax, ((m, L, seed), r) in zip(
     axes, [(key, r) for key, r in probe_runs.items() if key[2] == seed0]
 ):
@@ -523,7 +523,8 @@ for ax, ((m, L, seed), r) in zip(
         xlabel="training step",
         title=f"{m} L={L}: spread {modes.collapse_spread(norm):.3f}",
     )
-axes[0].set_ylabel("loss_k(t) / loss_k(0)")
+for ax in axes[::2]:
+    ax.set_ylabel("loss_k(t) / loss_k(0)")
 modes_png = nb.save_figure(s, fig, "mode_curves")
 per_seed.round(3)
 
@@ -541,10 +542,8 @@ selection = tables.selection_frame(runs_of(main, first))
 ratios = {
     k: estimates.selection_ratios(selection[selection.key_dim == k], dmax, d1) for k in key_dims
 }
-fig, axes = plt.subplots(
-    1, len(key_dims), figsize=(3.2 * len(key_dims), 3), sharey=True, squeeze=False
-)
-for ax, k in zip(axes[0], key_dims):
+fig, axes = plots.panel_grid(len(key_dims), 3.4, 3.0, sharey=True)
+for ax, k in zip(axes, key_dims):
     for L in (d1, dmax):
         curve = np.mean(
             [r["token_selection"]["distance"] for r in runs_of(main, first, depth=L, key_dim=k)],
@@ -552,8 +551,8 @@ for ax, k in zip(axes[0], key_dims):
         )
         ax.plot(main[0]["token_selection"]["percentile"], curve, label=f"L = {L}")
     ax.set(xlabel="percentile across contexts", title=f"key_dim {k}")
-axes[0, 0].set_ylabel("token-selection distance (TV)")
-plots.legend(axes[0, 0])
+axes[0].set_ylabel("token-selection distance (TV)")
+plots.legend(axes[0])
 selection_png = nb.save_figure(s, fig, "token_selection")
 pd.DataFrame(
     {k: {p: estimates.interval_text(e, 3) for p, e in row.items()} for k, row in ratios.items()}

@@ -239,8 +239,9 @@ bnds = {
     for k in (2, K)
 }
 fig, axes = plt.subplots(
-    len(ROWS), 4, figsize=(16, 3.8 * len(ROWS)), squeeze=False, layout="constrained"
+    2 * len(ROWS), 2, figsize=(9, 7.2 * len(ROWS)), squeeze=False, layout="constrained"
 )
+axes = axes.reshape(len(ROWS), 4)  # each row's four panels as a 2 x 2 block
 for row, (kd, a, b) in zip(axes, ROWS):
     for ax, (m, k) in zip(row, PANELS):
         soft, model = fits[("softmax", k, kd, a, b)], fits[(m, k, kd, a, b)]
@@ -307,8 +308,11 @@ ctx = {
     for k in (2, K)
 }
 fig, axes = plt.subplots(
-    len(key_dims), 3, figsize=(14, 3.8 * len(key_dims)), squeeze=False, layout="constrained"
+    2 * len(key_dims), 2, figsize=(9, 7.2 * len(key_dims)), squeeze=False, layout="constrained"
 )
+axes = axes.reshape(len(key_dims), 4)  # each rank's three panels in a 2 x 2 block
+for row in axes:
+    row[3].set_visible(False)
 for row, kd in zip(axes, key_dims):
     for ax, k in zip(row, (2, K)):
         t = ctx[(k, kd)]
@@ -355,8 +359,9 @@ summary.round(3)
 
 # %%
 fig, axes = plt.subplots(
-    len(key_dims), 4, figsize=(16, 3.8 * len(key_dims)), squeeze=False, layout="constrained"
+    2 * len(key_dims), 2, figsize=(9, 7.2 * len(key_dims)), squeeze=False, layout="constrained"
 )
+axes = axes.reshape(len(key_dims), 4)  # each rank's four panels as a 2 x 2 block
 for row, kd in zip(axes, key_dims):
     for ax, k in zip(row[:2], (2, K)):
         t = ctx[(k, kd)]

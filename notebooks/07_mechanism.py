@@ -294,7 +294,7 @@ sub_table["random_coverage"] = [
     for L, d, k in zip(sub_table.depth, sub_table.dim, sub_table.key_dim)
 ]
 nb.save_table(s, sub_table, "subspaces")
-fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+fig, axes = plots.panel_grid(3, 4.6, 3.6)
 for i, c in enumerate(cells):
     m = sub_table[regimes.cells_mask(sub_table, c)].groupby("depth").mean(numeric_only=True)
     color = plots.COLORS[i % len(plots.COLORS)]

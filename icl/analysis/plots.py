@@ -166,16 +166,31 @@ def bounds_lines(ax, b: dict, depths=None, labels: bool = True) -> None:
         ax.plot(Ls, [curve[L] for L in Ls], ls, color=color, lw=1.2, alpha=0.9, label=tag(name))
 
 
+MAX_COLUMNS = 3  # panels side by side at most: a figure stays legible at a page's 800 px
+
+
+def panel_grid(n: int, width: float = 3.4, height: float = 3.0, **kw):
+    """(figure, axes) of n panels in a near-square grid of at most MAX_COLUMNS columns (2 x 2 for
+    four, never a strip wider than about 3:1), the unused ones hidden; `axes` is the flat list of
+    the n used ones."""
+    cols = min(MAX_COLUMNS, int(np.ceil(np.sqrt(n))))
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False,
+                             layout="constrained", **kw)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
 def curve_panels(groups: dict[str, list[dict]]):
-    """Training curves side by side, one panel per title -> results (every depth of every seed is
-    drawn), sharing the loss axis; one legend of the depths below them; returns the figure."""
-    fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3.2), sharey=True, squeeze=False,
-                             layout="constrained")
-    for ax, (title, rs) in zip(axes[0], groups.items()):
+    """Training curves, one panel per title -> results (every depth of every seed is drawn), in rows
+    of at most MAX_COLUMNS sharing the loss axis; one legend of the depths; returns the figure."""
+    fig, axes = panel_grid(len(groups), 3.2, 3.0, sharey=True)
+    for i, (ax, (title, rs)) in enumerate(zip(axes, groups.items())):
         training_curves(ax, rs, title)
-    for ax in axes[0, 1:]:
-        ax.set_ylabel("")  # the shared loss axis is labelled once, on the left
-    handles, labels = axes[0, 0].get_legend_handles_labels()  # the depths: the same in every panel
+        if ax.get_subplotspec().colspan.start:
+            ax.set_ylabel("")  # the shared loss axis is labelled once per row, on the left
+    handles, labels = axes[0].get_legend_handles_labels()  # the depths: the same in every panel
     fig.legend(handles, labels, loc="outside right upper")
     return fig
 
