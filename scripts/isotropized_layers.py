@@ -13,7 +13,7 @@ the layers (`icl.core.subspaces.anisotropy`).
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/isotropized_layers.py --context-length 16 --top-k 2 --depths 1 16 64
 
-Training offers no hook to the trained stack, so this script wraps icl.core.train.extras (which every
+Training offers no hook to the trained stack, so this script wraps icl.core.measure.extras (which every
 run calls with its stack and evaluation set) for its own process only.
 """
 from __future__ import annotations
@@ -23,15 +23,16 @@ import json
 
 import torch
 
+import icl.core.measure as measure
 import icl.core.train as training
 from icl.core.config import RunConfig
 from icl.core.subspaces import anisotropy
 
-ORIGINAL_EXTRAS = training.extras
+ORIGINAL_EXTRAS = measure.extras
 
 
 def relative_loss(stack, ev, refit: bool) -> float:
-    pred = training.predict(stack, ev)[0][:, 0].double()  # (B,) the stack's one model
+    pred = measure.predict(stack, ev)[0][:, 0].double()  # (B,) the stack's one model
     t = ev.target.double()
     r = float(pred @ t / (pred @ pred)) if refit else 1.0
     return float(((r * pred - t) ** 2).mean() / (t**2).mean())
@@ -65,7 +66,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     torch.set_num_threads(1)
-    training.extras = probe
+    measure.extras = probe
     for depth in args.depths:
         training.train(RunConfig(model="softmax", task="difficult", dim=16, context_length=args.context_length, top_k=args.top_k,
                                  key_dim=16, steps=2000, batch_size=256, learning_rate=0.003, eval_contexts=16384,

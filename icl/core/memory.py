@@ -17,8 +17,8 @@ from pathlib import Path
 from .config import ConfigError, RunConfig
 
 FLOAT = 4  # bytes: everything trains in float32
-EVAL_CHUNK = 512  # train.EVAL_CHUNK (not imported: this module must not load torch)
-PROBE_CONTEXTS = 256  # train.PROBE_CONTEXTS
+EVAL_CHUNK = 512  # measure.EVAL_CHUNK (not imported: this module must not load torch)
+PROBE_CONTEXTS = 256  # measure.PROBE_CONTEXTS
 GIB = 2**30
 
 

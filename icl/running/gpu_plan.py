@@ -167,7 +167,7 @@ def step_arithmetic(group: list[RunConfig]) -> float:
 def evaluation_seconds(group: list[RunConfig]) -> float:
     """A group's evaluations (they run group by group, replicas or not): every chunk a forward pass,
     a third of a step's kernels, and the evaluation's arithmetic."""
-    from ..core.train import EVAL_CHUNK  # heavy: loads torch; gpu_plan alone loads none
+    from ..core.measure import EVAL_CHUNK  # heavy: loads torch; gpu_plan alone loads none
     from .workload import evaluation_steps
 
     base = group[0]

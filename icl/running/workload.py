@@ -28,11 +28,11 @@ DAY = 86_400.0  # seconds of estimated work above which a job needs --yes
 TIMED_BLOCK = 0.2  # seconds of steps timed per group (after one untimed step)
 TIMED_FLOATS = 2**26  # at most the floats a timed step touches (256 MiB): a larger group is timed on its first models
 FLOAT_BYTES, ENTRY_BYTES = 20, 2_000  # a float in JSON ("0.12345678901234567, "); config, key, checksum
-SELECTION_PERCENTILES = 99  # train.SELECTION_PERCENTILES (not imported: train loads torch)
+SELECTION_PERCENTILES = 99  # measure.SELECTION_PERCENTILES (not imported: train loads torch)
 
 
 def result_floats(cfg: RunConfig) -> int:
-    """The numbers one stored result holds (train.group_results and train.extras)."""
+    """The numbers one stored result holds (train.group_results and measure.extras)."""
     d, P, L, E = cfg.dim, cfg.context_length, cfg.depth, cfg.eval_points + 1
     n = 2 * E + 10  # loss curve, losses, plateau, timing
     if cfg.model != "linear":
