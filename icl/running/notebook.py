@@ -59,6 +59,8 @@ FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")  # a decimal number
 def _check_type(key: str, value, default) -> object:
     if default is None or value is None:
         return value
+    if isinstance(default, bool) and isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"  # papermill's -p reads only True and False as booleans
     if isinstance(default, bool) != isinstance(value, bool):
         raise ConfigError(f"{key}: {excerpt(value)} is not allowed; it must be a boolean like its default {default!r}")
     if isinstance(default, float) and isinstance(value, int):

@@ -64,3 +64,20 @@ def test_run_configs_and_sweep_files_name_the_closest_key():
     with pytest.raises(ConfigError) as err:  # nothing close: no guess
         expand({"zzzzzz": 1}, "sweep.yaml")
     assert "did you mean" not in str(err.value)
+
+
+def test_a_custom_spectrum_replaces_every_spectrum_and_half_of_one_is_refused():
+    """`-p input_exponent 1.3` alone ran (1.3, 0) silently, and notebook 02 still trained its default
+    raw-input spectra beside a custom one (NaN in its table, empty bars)."""
+    declared = {"input_exponent": None, "task_exponent": None, "spectra": [[0.0, 0.0]], "raw_spectra": [[1.0, 1.0]],
+                "mode_spectrum": [1.0, 0.0], "progress": True, "output_dir": "outputs/scratch/x"}
+    nb.end_of_parameters(declared)
+    try:
+        with pytest.raises(ConfigError, match="task_exponent: not given; a custom spectrum needs both"):
+            nb.parameters({**declared, "input_exponent": 1.3}, make_outputs=False)
+        s = nb.parameters({**declared, "input_exponent": 1.3, "task_exponent": "0.7", "progress": "true"},
+                          make_outputs=False)
+        assert s["spectra"] == s["raw_spectra"] == [[1.3, 0.7]] and s["mode_spectrum"] == [1.3, 0.7]
+        assert s["progress"] is True  # papermill's -p hands "true" over as a string
+    finally:
+        nb.end_of_parameters({})
