@@ -116,8 +116,12 @@ $(SITE_STAMP): website/requirements.lock $(STAMP)
 site: $(SITE_STAMP) ## build the results website build/site/ from outputs/ (no re-execution); open build/site/index.html
 	rm -rf build/site-src build/site
 	mkdir -p build/site-src
-	cp website/index.md outputs/REPORT.md build/site-src/
+	cp outputs/REPORT.md build/site-src/
 	for d in outputs/[0-9][0-9]_*/; do ln -s "$(CURDIR)/$$d" build/site-src/; done
+	# the landing page: the README's answer, its figure and the claims table (links from outputs/ made
+	# local to the site), then the table of contents
+	{ cat website/index.md; sed -n '/^## The answer/,/^## What the paper claims/{/^## What the paper claims/!p}' README.md \
+	  | sed -e 's#](outputs/REPORT.md)#](REPORT.md)#g' -e 's#](outputs/#](#g'; cat website/contents.md; } > build/site-src/index.md
 	$(VENV)/bin/sphinx-build -q -b html -c website build/site-src build/site
 
 test-site: site ## load every page of build/site/ in headless Chromium: each loads, every image is there

@@ -374,6 +374,9 @@ softmax_png = nb.save_figure(
     plots.sweep_grid(frames["main"], s["spectra"], key_dims, bounds_of[s["top_k"]], plateaus),
     "softmax_vs_depth",
 )
+lead_png = nb.save_figure(  # the README's lead figure: the first spectrum at every rank
+    s, plots.rank_panels(frames["main"], first, key_dims, bounds_of[s["top_k"]]), "lead"
+)
 table1[
     RANKED
     + [

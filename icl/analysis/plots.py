@@ -235,6 +235,18 @@ def sweep_grid(frame: pd.DataFrame, spectra, key_dims, bounds_of: dict, plateau:
     return fig
 
 
+def rank_panels(frame: pd.DataFrame, spectrum, key_dims, bounds_of: dict):
+    """`sweep_grid`'s panels of one spectrum, one per rank, in a near-square grid (the README's lead
+    figure); returns the figure."""
+    fig, axes = panel_grid(len(key_dims), 3.9, 3.1, sharex=True)
+    spectrum = tuple(spectrum)
+    for ax, k in zip(axes, key_dims):
+        part = frame[(frame.input_exponent == spectrum[0]) & (frame.task_exponent == spectrum[1]) & (frame.key_dim == k)]
+        sweep_with_bounds(ax, part, bounds_of[(spectrum, k)], f"key rank k = {k}")
+    figure_legend(fig)
+    return fig
+
+
 def compared_range(part: pd.DataFrame, b: dict, depths) -> tuple[float, float]:
     """The y range of what a baseline figure compares: the trained means and the best-temperature
     baselines and bounds `b` at the sweep's depths (not the fixed-temperature curve, far above
