@@ -17,7 +17,6 @@ from pathlib import Path
 
 from ..core.config import ConfigError, RunConfig
 from .workload import DAY, duration, estimate
-from . import gpu_plan
 
 # What a smoke run changes, where a notebook declares the parameter: two training steps and evaluation
 # sets small enough to take seconds; every shape stays the profile's.
@@ -99,24 +98,18 @@ def critical_first(names: list[str], cost: dict[str, float], needs: dict[str, tu
 def notebook_plan(runs: list[RunConfig], device: str) -> dict:
     """Runs, groups, steps, FLOPs, the largest group's memory against the device's, and the time."""
     # heavy: sweep loads torch and yaml; a plan alone loads none
-    from .gpu_plan import model_flops
     from ..core.memory import estimate_bytes, memory_limit
     from .sweep import groups
-    from .workload import estimate
+    from .workload import estimate, model_flops
 
     if not runs:
         return {"runs": 0, "groups": 0, "steps": 0, "flops": 0.0, "memory": 0, "limit": None, "seconds": 0.0}
     todo = groups(runs)
     memory = max(estimate_bytes(g[0], [c.depth for c in g]) for g in todo)
-    if device == "cuda":  # planned on paper for an H100-class GPU, not timed here
-
-        (limit, what), paper = gpu_plan.memory_limit(), gpu_plan.estimate(todo)
-    else:
-        (limit, what), paper = memory_limit(device), None
+    limit, what = memory_limit(device)
     return {"runs": len(runs), "groups": len(todo), "steps": sum(g[0].steps for g in todo),
             "flops": sum(g[0].steps * model_flops(g[0], [c.depth for c in g]) for g in todo),
-            "memory": memory, "limit": limit, "limit_what": what,
-            "seconds": paper["seconds"] if paper else estimate(todo)["seconds"], "gpu_parts": paper}
+            "memory": memory, "limit": limit, "limit_what": what, "seconds": estimate(todo)["seconds"]}
 
 
 def plan(root: Path, profile: str, names: list[str], device: str, overrides: dict | None = None, log=print) -> dict:
@@ -125,12 +118,17 @@ def plan(root: Path, profile: str, names: list[str], device: str, overrides: dic
     from ..core.train import resolve_device
     from .workload import duration, size
 
-    kind = "cuda" if device == "cuda" else resolve_device(device).type  # cuda: on paper, with or without a GPU here
-    where = "one H100-class GPU (planned on paper, not measured)" if kind == "cuda" else f"this {kind}"
+    # timed on real steps of the device it will run on: a GPU's plan is made on that GPU (a plan on
+    # paper, by counted kernels and FLOPs, was 1.6-2.9x off on a real one)
+    kind = resolve_device(device).type
+    where = f"this {kind}"
     out = {}
     for name in names:
         params = notebook_parameters(root, profile, name, device, overrides)
-        p = out[name] = notebook_plan(notebook_runs(root, profile, name, params), kind)
+        try:
+            p = out[name] = notebook_plan(notebook_runs(root, profile, name, params), kind)
+        except ConfigError as err:  # a group that cannot fit, refused before its step is timed
+            raise ConfigError(f"{name}: {err}") from None
         if p["limit"] is not None and p["memory"] > p["limit"]:
             raise ConfigError(f"plan: {name}'s largest group needs about {size(p['memory'])} at once, more than "
                               f"{p['limit_what']} ({size(p['limit'])}); lower its batch_size, eval_contexts or depths")
@@ -139,19 +137,11 @@ def plan(root: Path, profile: str, names: list[str], device: str, overrides: dic
             continue
         log(f"{name}: {p['runs']} runs in {p['groups']} groups, {p['steps']:,} steps, {p['flops']:.3g} FLOP, "
             f"largest group {size(p['memory'])}" + (f" of {size(p['limit'])}" if p["limit"] else "")
-            + f", about {duration(p['seconds'])} on {where}" + (gpu_parts(p["gpu_parts"]) if p["gpu_parts"] else ""))
+            + f", about {duration(p['seconds'])} on {where}")
     total = sum(p["seconds"] for p in out.values())
-    parts = [p["gpu_parts"] for p in out.values() if p.get("gpu_parts")]
-    summed = gpu_parts({k: sum(q[k] for q in parts) for k in parts[0]}) if parts else ""
-    log(f"total: about {duration(total)} of training on {where}{summed} (one notebook at a time; "
-        + ("the evaluation's forward passes included" if parts else "the evaluation and the bounds come on top") + ")")
+    log(f"total: about {duration(total)} of training on {where} (one notebook at a time; the evaluation and the "
+        "bounds come on top)")
     return out
-
-
-def gpu_parts(parts: dict) -> str:
-    """' (kernel launches 3.6 h, arithmetic 53 min, ...)': where a GPU plan's time goes (icl.running.gpu_plan)."""
-    names = {"launches": "kernel launches", "arithmetic": "arithmetic", "evaluation": "evaluation"}
-    return " (" + ", ".join(f"{names[k]} {duration(v)}" for k, v in parts.items() if k in names and v > 0) + ")"
 
 
 def run_plan(root: Path, profile: str, names: list[str], device: str, overrides: dict) -> int:

@@ -17,19 +17,32 @@ def sync(device: torch.device) -> None:
 
 
 BLOCK = 0.25  # seconds a timed block of steps lasts, about
+WARMUP_MAX = 8  # untimed steps at most before timing starts
+
+
+def warm_up(step: Callable[[], None], device: torch.device) -> float:
+    """Untimed steps until one takes no more than 1.5 times the one before (at most WARMUP_MAX): a
+    GPU's first steps carry its start-up (kernel selection, the allocator's growth) and made an
+    estimate about 100x pessimistic. The last step's seconds, synchronised."""
+    last = None
+    for _ in range(WARMUP_MAX):
+        start = time.perf_counter()
+        step()
+        sync(device)
+        took = time.perf_counter() - start
+        if last is not None and took <= 1.5 * last:
+            return took
+        last = took
+    return last
 
 
 def seconds_per_step(steps: dict[str, Callable[[], None]], repeats: int, device: torch.device,
                      block: float = BLOCK) -> tuple[dict[str, float], dict[str, float]]:
-    """Median wall-clock and CPU seconds per step of each contender. Contenders alternate within
-    every repeat, so load from other processes hits them alike; a timed block runs enough steps to
-    last ~`block` s. CPU time (all threads of this process) is what load from others leaves alone."""
-    counts = {}
-    for name, step in steps.items():  # warm-up, and a (pessimistic) estimate of the steps in a block
-        start = time.perf_counter()
-        step()
-        sync(device)
-        counts[name] = max(1, int(block / max(time.perf_counter() - start, 1e-6)))
+    """Median wall-clock and CPU seconds per step of each contender, after its warm-up (`warm_up`).
+    Contenders alternate within every repeat, so load from other processes hits them alike; a timed
+    block runs enough steps to last ~`block` s. CPU time (all threads of this process) is what load
+    from others leaves alone."""
+    counts = {name: max(1, int(block / max(warm_up(step, device), 1e-6))) for name, step in steps.items()}
     wall, cpu = {name: [] for name in steps}, {name: [] for name in steps}
     for _ in range(repeats):
         for name, step in steps.items():

@@ -190,3 +190,15 @@ def check_workload(todo: list[list[RunConfig]], yes: bool, cache_root: Path | No
         why = "more than a day of work" if too_long else f"more than the {size(free)} free on its disk"
         raise ConfigError(f"work: {describe(e)}: {why}; pass --yes to run it anyway, or train fewer runs or steps")
     print(f"icl: {describe(e)}", file=sys.stderr)
+
+
+def model_flops(cfg: RunConfig, depths: list[int]) -> float:
+    """Estimated FLOPs of one training step of a group (forward and backward, about three forward
+    passes): per layer and context, the query row (softmax, d^2 + 2 P d multiply-adds), a linear
+    update (4 d^2 + 2 d), or every token's P x P attention (context updates and the shared stream,
+    2 P^2 k + 2 P d k + P^2 D)."""
+    d, P, k, B, T = cfg.dim, cfg.context_length, cfg.resolved_key_dim, cfg.batch_size, sum(depths)
+    D = d + 1 if cfg.model == "shared_stream" else d
+    per_layer = {"softmax": d * d + 2 * P * d, "untied_values": d * d + 2 * P * d, "linear": 4 * d * d + 2 * d,
+                 "context_updates": 2 * P * P * k + 2 * P * d * k + P * P, "shared_stream": 2 * P * P * k + 2 * P * D * k + P * P * D}
+    return 3 * 2 * B * T * per_layer[cfg.model]
