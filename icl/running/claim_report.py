@@ -279,7 +279,8 @@ def notebook_link(outputs: Path, doc: Path, name: str | None) -> str:
     """A link to a claim's executed notebook (in `outputs`) from a document in `doc`."""
     if not name:
         return ""
-    return f"[{escape(name[:2])}]({os.path.relpath(outputs / name / f'{name}.ipynb', doc)})"
+    executed = outputs / name / f"{name}.ipynb"
+    return f"[{escape(name[:2])}]({os.path.relpath(executed, doc)})" if executed.is_file() else escape(name[:2])
 
 
 def _kind(case: str) -> str:

@@ -135,11 +135,11 @@ def parameters(ns: dict, make_outputs: bool = True) -> Settings:
     # on a default one beside it; half of one is refused.
     given = [k for k in EXPONENTS if values.get(k) is not None]
     if given:
+        custom = [_exponent(k, values[k]) for k in given]  # a bad value is named first
         if len(given) == 1:
             missing = next(k for k in EXPONENTS if k not in given)
             raise ConfigError(f"{missing}: not given; a custom spectrum needs both input_exponent and task_exponent "
                               f"(got {given[0]} {excerpt(values[given[0]])} alone)")
-        custom = [_exponent(k, values[k]) for k in EXPONENTS]
         for key in values:
             if key.endswith("spectra"):
                 values[key] = [list(custom)]
