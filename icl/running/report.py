@@ -11,6 +11,7 @@ import re
 import time
 from pathlib import Path
 
+from ..claims import headline
 from ..core.config import ConfigError
 from . import claim_report, summary
 from . import paths
@@ -25,7 +26,7 @@ REGIMES = "06_regimes"
 def regime_section(base: Path) -> str:
     """What a reader should see first: the bound, where inverse-depth decay appears, the full-rank
     result and the regime figure, in numbers from notebook 06 (empty if it has not run)."""
-    data = summary.results(base, REGIMES)
+    data = headline.results(base, REGIMES)
     if data is None:
         return ""
     import pandas as pd
@@ -57,7 +58,7 @@ def regime_section(base: Path) -> str:
                                      f"({_pct(1 - r.R_deepest / r.best_single_layer)})" for r in beats.itertuples())
                     if len(beats) else "") + ".\n")
     lines.append(f"![regime map]({REGIMES}/regime_map.png)\n")
-    lines.append(summary.regime_table(base))
+    lines.append(headline.regime_table(base))
     return "\n".join(lines) + "\n"
 
 
@@ -78,7 +79,7 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
     results.json of each of `notebooks`, then the headline tables and one section per claim."""
     rows, unreadable = [], []
     for name in notebooks:
-        data = summary.results(base, name)
+        data = headline.results(base, name)
         if data is not None:
             rows += [{**c, "notebook": name} for c in data.get("claims", [])]
         elif (base / name / "results.json").exists():
@@ -93,9 +94,9 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
             "with the verdict under the criterion its notebook states before the numbers are computed. A number "
             "is given as value [95 % interval over seeds]; ✓ a check holds, ✗ it fails.\n\n"
             + failure_lines(times) + unreadable_lines(unreadable) + claims_at_a_glance(rows, root, base)
-            + summary.alpha_answer(base)
-            + section("C4's exponents (notebook 03)", summary.c4_table(base))
-            + regime_section(base) + section("The mechanism (notebook 07)", summary.mechanism_table(root, base),
+            + headline.alpha_answer(base)
+            + section("C4's exponents (notebook 03)", headline.c4_table(base))
+            + regime_section(base) + section("The mechanism (notebook 07)", headline.mechanism_table(root, base),
                                               "![ablation](07_mechanism/ablation.png)\n")
             + ("## Each claim\n\n" + "\n".join(claim_report.section(c, root, base) for c in rows) if rows else "")
             + "".join(included(root / "docs" / page) for page in ("limits.md", "history.md"))

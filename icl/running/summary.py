@@ -1,143 +1,16 @@
-"""What a reader should see first, generated from the notebooks' results.json (never typed): the
-answer to the headline question (where alpha is near 1, over the rank-limited sweeps), the exponents of
-C4 with the fit's sensitivity, the regime table of notebook 06 and the mechanism of notebook 07.
-REPORT.md shows these after its claims table, and `icl reproduce` (or `icl report`, which runs
-nothing) writes them with that table into README.md between the BEGIN and END markers, so that the
-README's numbers are the last run's."""
+"""The README's generated block: `icl reproduce` (or `icl report`, which runs nothing) writes the
+claims table and the headline numbers (icl.claims.headline) into README.md between the BEGIN and END
+markers, so that the README's numbers are the last run's."""
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
-from ..analysis.exponents import exponent
-from ..claims import near_one
-from ..claims.difficult import ALPHA_TOL  # the criteria's tolerance for "alpha near 1"
+from ..claims.headline import alpha_answer, c4_table
 from .claim_report import compact_table
 from .files import write_atomic
 
 BEGIN, END = "<!-- results: generated from outputs/ by `icl reproduce` or `icl report`; edits here are overwritten -->", "<!-- /results -->"
-
-
-def results(base: Path, name: str) -> dict | None:
-    """A notebook's results.json, or None where it has not run or cannot be read (a merge conflict, a
-    truncated copy): the report then leaves that notebook out and says so (icl.running.report), rather than
-    failing whole."""
-    try:
-        data = json.loads((base / name / "results.json").read_text())
-    except (OSError, ValueError):  # missing, unreadable, not JSON or not UTF-8
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _interval(row: dict, name: str, digits: int = 2) -> str:
-    """`value [lo, hi]`; "no fit" where the cell has no value (a fit that did not converge is
-    stored as null, as a smoke run's two-step curves often give)."""
-    if row.get(name) is None:
-        return "no fit"
-    lo, hi = row.get(f"{name}_lo95"), row.get(f"{name}_hi95")
-    value = f"{row[name]:.{digits}f}"
-    return f"{value} [{lo:.{digits}f}, {hi:.{digits}f}]" if lo is not None and hi is not None else value
-
-
-def _limited_sweeps(base: Path) -> list[tuple[str, dict]]:
-    """(label, row) of every rank-limited sweep (key_dim < d) of notebook 03's headline table and
-    notebook 06's map (whose cells at 03's (d, P) and rank are 03's, with more seeds)."""
-    r03, r06 = results(base, "03_difficult"), results(base, "06_regimes")
-    rows03 = (r03 or {}).get("numbers", {}).get("table1", [])
-    d03 = {x["key_dim"] for x in rows03}
-    cells = [(f"d=16, P=64, k={x['key_dim']}, (a, b) = ({x['input_exponent']:g}, {x['task_exponent']:g})", x)
-             for x in rows03 if x["key_dim"] < 16]
-    for x in (r06 or {}).get("numbers", {}).get("regimes", []):
-        if x["key_dim"] < x["dim"] and not ((x["dim"], x["context_length"]) == (16, 64) and x["key_dim"] in d03):
-            cells.append((f"d={x['dim']}, P={x['context_length']}, k={x['key_dim']}", x))
-    return cells
-
-
-def alpha_answer(base: Path) -> str:
-    """One sentence over the rank-limited sweeps (a full-rank sweep is flat: it has no exponent to
-    ask about): where the primary model's alpha lies within ALPHA_TOL of 1, where outside, and where
-    the data do not decide."""
-    cells = _limited_sweeps(base)
-    if not cells:
-        return ""
-    verdicts = [(name, near_one(row, ALPHA_TOL)) for name, row in cells]
-    yes = [n for n, v in verdicts if v is True]
-    no, open_ = [n for n, v in verdicts if v is False], [n for n, v in verdicts if v is None]
-    listed = lambda names: f" ({'; '.join(names)})" if 0 < len(names) <= 5 else ""  # noqa: E731
-    return (f"**Where is alpha near 1?** Over the {len(cells)} rank-limited sweeps, the primary model's alpha "
-            f"(one power law where it fits every depth, else the tail beyond the knee) lies within {ALPHA_TOL} of 1, "
-            f"its whole 95 % interval over seeds, in {len(yes)}{listed(yes)}; outside in {len(no)}{listed(no)}; "
-            f"the data do not decide in {len(open_)}{listed(open_)}.\n\n")
-
-
-def _primary(row: dict) -> str:
-    if row.get("alpha_primary") is None and not row.get("primary_problem"):
-        return "no fit"
-    e = exponent(row)
-    return f"not identified ({row.get('primary_problem')})" if e is None else _interval(row, "alpha_primary")
-
-
-def _fit(row: dict, name: str) -> str:
-    chi2 = row.get(f"chi2_{name}")
-    return _interval(row, f"alpha_{name}") + ("" if chi2 is None else f" ({chi2:.3g})")
-
-
-def c4_table(base: Path) -> str:
-    """Notebook 03's headline exponents at the isotropic spectrum (the first), per key_dim: the
-    knee m, the primary model and its alpha [95 % over seeds], both fits' alpha with chi^2 per degree
-    of freedom, and the knee R_m / R_1."""
-    r = results(base, "03_difficult")
-    rows = (r or {}).get("numbers", {}).get("table1", [])
-    if not rows:
-        return ""
-    first = (rows[0]["input_exponent"], rows[0]["task_exponent"])
-    out = ("| k | m | primary model | alpha (primary) | all depths (chi^2/dof) | tail L >= m (chi^2/dof) | R_m / R_1 | seeds |\n"
-           "|---|---|---|---|---|---|---|---|\n")
-    for x in rows:
-        if (x["input_exponent"], x["task_exponent"]) != first:
-            continue
-        knee, full = x.get("knee"), x["key_dim"] >= 16
-        out += (f"| {x['key_dim']} | {x.get('knee_depth', '')} | {x.get('primary', '')} | {_primary(x)} | "
-                f"{_fit(x, 'all')} | {'full rank' if full else _fit(x, 'tail')} | "
-                f"{'' if knee is None else f'{knee:.2f}'} | {x['n_seeds']} |\n")
-    return out
-
-
-def regime_table(base: Path) -> str:
-    """Notebook 06's cells: R_1, R_deepest, alpha [95 %] and the bounds."""
-    r = results(base, "06_regimes")
-    rows = (r or {}).get("numbers", {}).get("regimes", [])
-    if not rows:
-        return ""
-    out = ("| d | P | k | seeds | R_1 | R_deepest (depth) | primary model | alpha (primary) | softmax bound | "
-           "mixture bound |\n" + "|---" * 10 + "|\n")
-    for x in rows:
-        out += (f"| {x['dim']} | {x['context_length']} | {x['key_dim']} | {x['n_seeds']} | {x['R_1']:.3f} | "
-                f"{x['R_deepest']:.3f} ({x['depth_max']}) | {x.get('primary', '')} | {_primary(x)} | "
-                f"{x['single_bound']:.3f} | {x['mixture_bound']:.3f} |\n")
-    return out
-
-
-def mechanism_table(root: Path, base: Path, depths=(1, 2, 4, 16, 64)) -> str:
-    """Notebook 07's baselines beside the trained curve at d = 16, P = 64 (mean over seeds)."""
-    path = base / "07_mechanism" / "baselines.csv"
-    if not path.exists():
-        return ""
-    import pandas as pd
-
-    t = pd.read_csv(path)
-    t = t[(t.dim == 16) & (t.context_length == 64) & t.depth.isin(depths)]
-    if t.empty:
-        return ""
-    out = "| k | curve | " + " | ".join(f"L = {L}" for L in depths) + " |\n" + "|---" * (len(depths) + 2) + "|\n"
-    for k, part in t.groupby("key_dim"):
-        part = part.set_index("depth")
-        for col, name in (("trained", "trained"), ("random_subspace", "random subspaces"),
-                          ("complementary_subspace", "complementary subspaces")):
-            if col in part:
-                out += f"| {k} | {name} | " + " | ".join(f"{part[col].get(L, float('nan')):.3f}" for L in depths) + " |\n"
-    return out
 
 
 def readme_block(root: Path, base: Path, rows: list[dict]) -> str:

@@ -3,6 +3,7 @@ import json
 
 import pandas as pd
 
+from icl.claims import headline
 from icl.running import summary
 
 
@@ -31,7 +32,7 @@ def test_the_answer_counts_rank_limited_sweeps_with_the_criteria_tolerance(tmp_p
     rows.append(_row(16, 1, 1, 0.01, 0.0, 0.02))  # full rank: flat, not counted
     rows.append(_row(4, 0, 0, 1.0, 0.9, 1.1, primary_problem="floor at its bound"))  # not identified
     (base / "03_difficult" / "results.json").write_text(json.dumps({"numbers": {"table1": rows}}))
-    text = summary.alpha_answer(base)
+    text = headline.alpha_answer(base)
     assert "Over the 4 rank-limited sweeps" in text
     assert "in 1 (d=16, P=64, k=8, (a, b) = (1, 1))" in text  # 1.1 [0.95, 1.2] lies within 1 +- 0.25
     assert "outside in 1 (d=16, P=64, k=12, (a, b) = (1, 1))" in text
@@ -44,18 +45,18 @@ def test_the_c4_table_prints_each_exponent_with_its_intervals(tmp_path):
                alpha_all=1.1, alpha_all_lo95=0.9, alpha_all_hi95=1.3, chi2_all=190.0, knee=0.5, knee_depth=2)
     (base / "03_difficult" / "results.json").write_text(json.dumps({"numbers": {"table1": [row]}}))
     assert ("| 8 | 2 | tail L >= m | 0.60 [0.50, 0.70] | 1.10 [0.90, 1.30] (190) | 0.60 [0.50, 0.70] (1.9) | 0.50 | 5 |"
-            in summary.c4_table(base))
+            in headline.c4_table(base))
 
 
 def test_the_mechanism_table_has_one_line_per_rank_and_curve(tmp_path):
-    table = summary.mechanism_table(tmp_path, _outputs(tmp_path))
+    table = headline.mechanism_table(tmp_path, _outputs(tmp_path))
     assert "| 4 | trained | 0.800 | 0.400 | 0.200 | 0.050 | 0.013 |" in table
     assert "| 4 | random subspaces | 0.900 |" in table
 
 
 def test_missing_results_give_no_text(tmp_path):
-    assert summary.alpha_answer(tmp_path) == "" and summary.c4_table(tmp_path) == ""
-    assert summary.mechanism_table(tmp_path, tmp_path) == ""
+    assert headline.alpha_answer(tmp_path) == "" and headline.c4_table(tmp_path) == ""
+    assert headline.mechanism_table(tmp_path, tmp_path) == ""
 
 
 def test_the_readme_is_rewritten_only_between_its_markers(tmp_path):
@@ -73,4 +74,4 @@ def test_a_cell_without_a_fit_prints_as_such(tmp_path):
     row = dict(dim=16, context_length=64, key_dim=4, n_seeds=3, R_1=0.9, R_deepest=0.5, depth_max=64,
                single_bound=0.4, mixture_bound=0.3, alpha_primary=None, alpha_primary_lo95=None, alpha_primary_hi95=None)
     (tmp_path / "06_regimes" / "results.json").write_text(json.dumps({"numbers": {"regimes": [row]}}))
-    assert "| 16 | 64 | 4 | 3 | 0.900 | 0.500 (64) |  | no fit | 0.400 | 0.300 |" in summary.regime_table(tmp_path)
+    assert "| 16 | 64 | 4 | 3 | 0.900 | 0.500 (64) |  | no fit | 0.400 | 0.300 |" in headline.regime_table(tmp_path)
