@@ -182,12 +182,12 @@ def overall(statuses) -> Status:
 def _plain(v):
     """Measured values as JSON: an Estimate becomes {"value", "ci68", "ci95", "n_seeds"}."""
     if isinstance(v, Estimate):
-        return round_numbers(v.to_dict())
+        return round_numbers(v.to_dict(), 6)
     if isinstance(v, dict):
         return {str(k): _plain(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]
-    return round_numbers(v)
+    return round_numbers(v, 6)
 
 
 def _record_status(row: dict, status) -> dict:
