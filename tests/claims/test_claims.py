@@ -45,7 +45,7 @@ def test_a_claim_judged_by_regime_records_each_verdict_and_where_it_holds():
     from icl.claims import claim_by_regime
 
     s = SimpleNamespace(claims=[])
-    regimes = {"key_dim 4": {"status": "partly reproduced", "measured": {"alpha": 0.70001}},
+    regimes = {"key_dim 4": {"status": "partly reproduced", "measured": {"alpha": 0.7000001}},
                "key_dim 16": {"status": "not reproduced", "measured": {"alpha": 0.0}}}
     row = claim_by_regime(s, "C4", "text", regimes, "fig.png", "rule")
     assert row["status"] == "partly reproduced" and s.claims == [row]
