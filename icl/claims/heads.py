@@ -21,7 +21,7 @@ STREAM_GAIN_SHARE = 0.5  # R8: that gain below half of a single head's of rank d
 STREAM_ONE_LAYER_TOL = 0.10  # R8: one layer of heads within 10 % of one full-rank head
 KEEP_MIN = 0.5  # R9 core: looped shared-stream and context-update stacks keep over half the gain
 
-CORE = {"R7": "shared stream, matched L h: same loss", "R8": "h k = d: depth buys little",
+CORE = {"R7": "shared stream, matched L h, same loss", "R8": "h k = d: depth buys little",
         "R9": "looped stacks keep the gain"}
 
 TEXT = {
@@ -65,7 +65,7 @@ def r7(stream_deviation, ranks: dict) -> dict:
                                                             for r in ranks.values())}
 
 
-R7_NUMBERS = {"deviation": "controlled: largest |R(L, h) / R(L h, 1) - 1|",
+R7_NUMBERS = {"deviation": "largest |R(L, h) / R(L h, 1) - 1|, controlled",
               "captured": "share captured by one layer",
               "baseline": "largest |R / complementary - 1|"}
 
@@ -73,7 +73,7 @@ R7_NUMBERS = {"deviation": "controlled: largest |R(L, h) / R(L h, 1) - 1|",
 def r7_numbers(stream_deviation, ranks: dict) -> dict:
     """R7's numbers for its record: the shared stream's deviation, then {number: {"k=<rank>":
     Estimate}} of the controlled model (the report's case labels; its deviation is shown, not judged)."""
-    return {"shared stream: largest |R(L, h) / R(L h, 1) - 1|": stream_deviation,
+    return {"largest |R(L, h) / R(L h, 1) - 1|, shared stream": stream_deviation,
             **{name: {f"k={k}": r[key] for k, r in ranks.items() if r.get(key) is not None}
                for key, name in R7_NUMBERS.items()}}
 

@@ -48,7 +48,7 @@ READS = {
     "half the gap to the bound closed": ["gap to the bound closed"],
     "overlap below random at L = m": ["excess overlap / random's at L = m"], "even coverage from L = m on": ["coverage error / random"],
     "frozen tiling matches the trained stack": ["tiled / trained"], "frozen random subspaces are worse": ["random / tiled"],
-    "shared stream, matched L h: same loss": ["shared stream: largest |R(L, h) / R(L h, 1) - 1|"],
+    "shared stream, matched L h, same loss": ["largest |R(L, h) / R(L h, 1) - 1|, shared stream"],
     "one layer of d/k heads captures the gain": ["share captured by one layer"],
     "heads track the complementary baseline": ["largest |R / complementary - 1|"],
     "h k = d: depth buys little": ["gain from depth, h k = d"],
