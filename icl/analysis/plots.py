@@ -116,12 +116,12 @@ def loss_vs_depth(ax, df: pd.DataFrame, label: str, color=None, fit=None, value:
 def plain_ticks(ax) -> None:
     """Plain tick labels on a log y axis, 0.6 and not 6×10⁻¹ (and the depth axis's integers): of the
     minor ticks only 2, 3 and 5 times a power of ten are labelled, so that a decade holds at most
-    four labels, except on an axis spanning less than a factor of two, which labels every tick."""
+    four labels, except on an axis spanning less than a factor of three, which labels every tick."""
     def plain(y: float, _=None) -> str:
         lo, hi = ax.get_ylim()
         if y <= 0:
             return ""
-        if hi < 2 * lo:
+        if hi < 3 * lo:
             return f"{y:.3g}"
         return f"{y:g}" if round(y / 10 ** np.floor(np.log10(y)), 6) in (1, 2, 3, 5) else ""
 
