@@ -93,7 +93,8 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
             "Each claim of the paper in our words (C1–C10) and of our own regime map, mechanism, heads and loops (R1–R9), "
             "with the verdict under the criterion its notebook states before the numbers are computed. A number "
             "is given as value [95 % interval over seeds]; ✓ a check holds, ✗ it fails.\n\n"
-            + failure_lines(times) + unreadable_lines(unreadable) + claims_at_a_glance(rows, root, base)
+            + failure_lines(times) + unreadable_lines(unreadable)
+            + (the_answer(root, base) if not pipeline_only else "") + claims_at_a_glance(rows, root, base)
             + headline.alpha_answer(base)
             + section("C4's exponents (notebook 03)", headline.c4_table(base))
             + regime_section(base) + section("The mechanism (notebook 07)", headline.mechanism_table(root, base),
@@ -105,6 +106,18 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
     if base.resolve() == (root / "outputs").resolve():  # the committed quick-profile outputs: the README shows them
         summary.update_readme(root, summary.readme_block(root, base, rows))
     return base / "REPORT.md"
+
+
+def the_answer(root: Path, base: Path) -> str:
+    """The README's answer and lead figure (written by hand, above its generated block), with its links
+    made relative to the report's folder: the report opens with what the README does."""
+    readme = root / "README.md"
+    text = readme.read_text() if readme.is_file() else ""
+    found = re.search(r"^## The answer\n(.*?)^<!-- results", text, re.S | re.M)
+    if not found:
+        return ""
+    fix = lambda m: f"]({os.path.relpath(root / m.group(1), base)})"  # noqa: E731
+    return "## The answer\n" + re.sub(r"\]\(((?:outputs|docs)/[^)]*)\)", fix, found.group(1))
 
 
 def claims_at_a_glance(rows: list[dict], root: Path, base: Path) -> str:
