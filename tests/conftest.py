@@ -44,11 +44,13 @@ def live_peak(run):
         while not done.is_set():
             peak[0] = max(peak[0], anon())
             time.sleep(0.001)
-    watcher = threading.Thread(target=watch)
+    watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    run()
-    done.set()
-    watcher.join()
+    try:
+        run()
+    finally:  # a run that raises ends the probe with its traceback, not a watcher left spinning
+        done.set()
+        watcher.join()
     return peak[0] - base
 """
 
