@@ -250,7 +250,7 @@ baselines_png = nb.save_figure(s, fig, "baselines")
 # the trained curve against those of the complementary ensemble at the best temperature per depth
 # and at one fixed temperature (the one best at the deepest depth; at a fixed temperature an
 # ensemble of independent layers falls as C + (A − C)/L). Point fits of the seed-mean curves over
-# L ≥ m, floor in [0, min R]; a fit that the rule of `icl.fit` calls ill-conditioned shows its reason.
+# L ≥ m, floor ≥ 0 and free above, as the exponent rule fits a tail; a fit that the rule of `icl.fit` calls ill-conditioned shows its reason.
 
 # %%
 tails = []

@@ -143,12 +143,12 @@ def exponent_fits(table: pd.DataFrame, df: pd.DataFrame, by: list[str], dim: int
 
 
 def tail_exponent(depths, losses, m: int) -> float | str:
-    """The exponent of one mean curve over its tail L >= m (the protocol's fit: floor in [0, min R]),
-    or why it is not read (too few depths, or the rule of `icl.analysis.fit.ill_conditioned`)."""
+    """The exponent of one mean curve over its tail L >= m (the rule's fit, FIT: floor >= 0, free
+    above), or why it is not read (too few depths, or the rule of `icl.analysis.fit.ill_conditioned`)."""
     keep = [(float(L), float(R)) for L, R in zip(depths, losses) if L >= m and R is not None and math.isfinite(R)]
     if len(keep) < MIN_POINTS:
         return f"fewer than {MIN_POINTS} depths"
-    f = fit_curve([L for L, _ in keep], [R for _, R in keep])
+    f = fit_curve([L for L, _ in keep], [R for _, R in keep], **FIT)
     return f.problem or float(f.alpha)
 
 
