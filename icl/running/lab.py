@@ -4,6 +4,9 @@
 - a `.py` notebook opens as a notebook on double-click: jupytext's viewer is the default for Python
   files (jupytext's own `jupytext-config set-default-viewer python`, through its library);
 - no "get notified about official Jupyter news?" pop-up;
+- each notebook is listed once in notebooks/: its `.py` (which opens as a notebook); the paired
+  `.ipynb` is left out of the folder's listing (`NotebooksOnce`), though it stays on disk and opens
+  by its path;
 - outputs are never saved into `notebooks/*.ipynb`. Each is paired with its `.py` (the source of
   truth) by jupytext, which writes the `.ipynb` side as Lab holds it, outputs included; jupytext
   has no option to leave them out. The Jupyter server's pre-save hook, `pre_save_hook` below, strips
@@ -16,6 +19,7 @@
 """
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -25,6 +29,7 @@ NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 # What running a kernel adds to the notebook's metadata (besides each code cell's outputs and count).
 RUN_METADATA = ("language_info", "widgets")
 HOOK = "icl.running.lab.pre_save_hook"  # by name: the server imports it
+MANAGER = "icl.running.lab.NotebooksOnce"  # likewise
 NEWS_OFF = {"fetchNews": "false", "checkForUpdates": False}
 
 
@@ -48,6 +53,36 @@ def pre_save_hook(model: dict, path: str, contents_manager, **kwargs) -> None:
         strip_outputs(model["content"])
 
 
+def _listed_once(model: dict) -> dict:
+    """A listing of NOTEBOOKS (a contents model, changed in place) without each .ipynb whose .py is there."""
+    names = {item["name"] for item in model["content"]}
+    model["content"] = [item for item in model["content"]
+                        if not (item["name"].endswith(".ipynb") and item["name"][:-6] + ".py" in names)]
+    return model
+
+
+@functools.cache
+def _manager_class():
+    """jupytext's contents manager (it pairs .py and .ipynb), whose listing of NOTEBOOKS shows each
+    notebook once; built on first use so that importing this module needs no Jupyter server."""
+    from jupytext import AsyncTextFileContentsManager
+
+    class NotebooksOnce(AsyncTextFileContentsManager):
+        async def get(self, path, content=True, type=None, format=None, **kwargs):
+            model = await super().get(path, content=content, type=type, format=format, **kwargs)
+            if model["type"] == "directory" and content and Path(self.root_dir, path.strip("/")).resolve() == NOTEBOOKS:
+                _listed_once(model)
+            return model
+
+    return NotebooksOnce
+
+
+def __getattr__(name: str):
+    if name == "NotebooksOnce":  # the server looks the class up by name (MANAGER)
+        return _manager_class()
+    raise AttributeError(name)
+
+
 def write_settings(venv: Path) -> list[Path]:
     """Write the lab's settings and the server's hook into the environment at venv; the files."""
     from jupytext_config.labconfig import LabConfig
@@ -62,6 +97,7 @@ def write_settings(venv: Path) -> list[Path]:
     server = etc / "jupyter_server_config.json"
     config = json.loads(server.read_text()) if server.exists() else {}
     config.setdefault("ContentsManager", {})["pre_save_hook"] = HOOK
+    config.setdefault("ServerApp", {})["contents_manager_class"] = MANAGER
     server.write_text(json.dumps(config, indent=2) + "\n")
     return [lab.settings_file, server]
 
