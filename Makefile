@@ -106,23 +106,26 @@ lock: ## re-solve requirements.lock and website/requirements.lock (hashes) from 
 	for f in requirements.lock website/requirements.lock; do \
 	  { printf '%s\n' "$(LOCKNOTE1)" "$(LOCKNOTE2)"; cat $$f; } > $$f.new && mv $$f.new $$f; done
 
-# The website: the executed notebooks in outputs/ and outputs/REPORT.md, rendered by Sphinx and
-# myst-nb without running a cell (website/conf.py), into build/site/.
+# The website: the answer (README's), outputs/REPORT.md, the executed notebooks in outputs/ and docs/,
+# rendered by Sphinx and myst-nb without running a cell (website/conf.py), into build/site/. The
+# sources are copied (about 20 MB) as the repository lays them out, so every relative link resolves
+# as it does on GitHub; one that does not fails the build. Copies, not links: Sphinx would resolve a
+# linked folder to its real path, outside the site's sources.
 SITE_STAMP := $(VENV)/.site-installed
 $(SITE_STAMP): website/requirements.lock $(STAMP)
 	$(VPY) -m pip install -q --require-hashes -r website/requirements.lock
 	touch $@
 
-site: $(SITE_STAMP) ## build the results website build/site/ from outputs/ (no re-execution); open build/site/index.html
+site: $(SITE_STAMP) ## build the results website build/site/ from outputs/ and docs/ (no re-execution); open build/site/index.html
 	rm -rf build/site-src build/site
 	mkdir -p build/site-src
-	cp outputs/REPORT.md build/site-src/
-	for d in outputs/[0-9][0-9]_*/; do ln -s "$(CURDIR)/$$d" build/site-src/; done
-	# the landing page: the README's answer, its figure and the claims table (links from outputs/ made
-	# local to the site), then the table of contents
-	{ cat website/index.md; sed -n '/^## The answer/,/^## What the paper claims/{/^## What the paper claims/!p}' README.md \
-	  | sed -e 's#](outputs/REPORT.md)#](REPORT.md)#g' -e 's#](outputs/#](#g'; cat website/contents.md; } > build/site-src/index.md
-	$(VENV)/bin/sphinx-build -q -b html -c website build/site-src build/site
+	mkdir -p build/site-src/outputs
+	cp -r outputs/REPORT.md outputs/studies outputs/[0-9][0-9]_* build/site-src/outputs/
+	cp -r docs params build/site-src/
+	# the landing page: the README's answer, its figure and the claims table, then the table of contents
+	{ cat website/index.md; sed -n '/^## The answer/,/^## What the paper claims/{/^## What the paper claims/!p}' README.md; \
+	  cat website/contents.md; } > build/site-src/index.md
+	$(VENV)/bin/sphinx-build -q -W --keep-going -b html -c website build/site-src build/site
 
 test-site: site ## load every page of build/site/ in headless Chromium: each loads, every image is there
 	ICL_SITE_TEST=1 $(TESTENV) $(VPY) -m pytest tests/running/test_site.py -q

@@ -203,7 +203,8 @@ df.pivot_table(index=["input_exponent", "task_exponent"], columns="depth", value
 
 # %%
 curves_png = nb.save_figure(
-    s, plots.curve_panels({label(sp): runs_of(runs, sp) for sp in s["spectra"]}), "training_curves"
+    s, plots.curve_panels({label(sp): runs_of(runs, sp) for sp in s["spectra"]}), "training_curves",
+    "Evaluation loss against training step for every depth and seed, one panel per spectrum: each run should flatten before its final loss is read.",
 )
 means = (
     df[~df.diverged]
@@ -272,7 +273,10 @@ for ax, sp in zip(axes, s["spectra"]):
     ax.set_title(f"{label(sp)}\nalpha = {fits[tuple(sp)].alpha:.2f}", fontsize=9)
     ax.set_ylabel("relative loss R_L")
 plots.figure_legend(fig)
-depth_png = nb.save_figure(s, fig, "loss_vs_depth")
+depth_png = nb.save_figure(
+    s, fig, "loss_vs_depth",
+    "Linear attention's loss against depth, one panel per spectrum, beside the repeated-update and free-polynomial references; alpha is the fitted power-law exponent.",
+)
 
 # %% [markdown]
 # ## C1: the exponents (Table 2 in our numbers)
@@ -380,7 +384,10 @@ ax.set(
     title=f"trained polynomials, {label(mode_spec)}",
 )
 plots.legend(ax, outside=True)
-poly_png = nb.save_figure(s, fig, "covariance_polynomial")
+poly_png = nb.save_figure(
+    s, fig, "covariance_polynomial",
+    "The gain the trained linear stack applies to each direction of input variance, at each depth: 1 means that direction is fully learned.",
+)
 pd.DataFrame(
     {
         "gain, strongest mode": {L: v[0] for L, v in gains.items()},
@@ -414,7 +421,10 @@ for ax, L in zip(axes, shown):
         title=f"L = {L}, seed {s['seeds'][0]}: order {order:.2f}, spread {modes.collapse_spread(norm):.2f}",
     )
 axes[0].set_ylabel("loss_k(t) / loss_k(0)")
-modes_png = nb.save_figure(s, fig, "mode_curves")
+modes_png = nb.save_figure(
+    s, fig, "mode_curves",
+    "Loss per eigen-mode over training, each divided by its value at initialisation (dark: the largest input variance), for the first seed.",
+)
 per_seed = modes.learning_table(
     {(L, r["config"]["seed"]): r for L, rs in tracked.items() for r in rs}, shown
 )
@@ -464,7 +474,10 @@ for ax, title in zip(axes, ("repeated update, per mode", "trained, per mode")):
 axes[0].set_ylabel("loss_k / loss_k(no model)")
 axes[0].set_ylim(1e-4, 2)
 plots.figure_legend(fig)
-a4_png = nb.save_figure(s, fig, "modes_vs_depth")
+a4_png = nb.save_figure(
+    s, fig, "modes_vs_depth",
+    "Final loss per eigen-mode against depth: the repeated-update reference (left) and the trained models (right), in the same colours.",
+)
 
 # %% [markdown]
 # The depth at which each mode first drops below `mode_level`: trained (smallest trained depth)

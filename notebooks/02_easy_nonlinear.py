@@ -103,7 +103,10 @@ df.pivot_table(index=["input_exponent", "task_exponent"], columns="depth", value
 
 # %%
 panels = plots.curve_panels({plots.spectrum_label(*sp): runs_of(runs, sp) for sp in s["spectra"]})
-curves_png = nb.save_figure(s, panels, "training_curves")
+curves_png = nb.save_figure(
+    s, panels, "training_curves",
+    "Evaluation loss against training step for every depth and seed of softmax attention on the easy task, one panel per spectrum.",
+)
 
 # %% [markdown]
 # ## Loss against depth
@@ -115,7 +118,10 @@ for (a, b), part in df.groupby(["input_exponent", "task_exponent"]):
 ax.axhline(rules.NEAR_ZERO, color="grey", ls="--", lw=1, label="near-zero threshold")
 plots.legend(ax, outside=True)
 ax.set_title("softmax attention, easy task")
-depth_png = nb.save_figure(s, fig, "loss_vs_depth")
+depth_png = nb.save_figure(
+    s, fig, "loss_vs_depth",
+    "Softmax attention's loss against depth on the easy task (C2): one layer already solves it, and depth adds little.",
+)
 
 # %% [markdown]
 # The softmax bound of notebooks 03 and 06 (`icl.bounds`: the best isotropic softmax of the cosine,
@@ -163,7 +169,10 @@ axes[2].set_yscale("log")
 for ax in axes:
     ax.set_xlabel("training step")
 plots.legend(axes[0])
-focus_png = nb.save_figure(s, fig, "focusing")
+focus_png = nb.save_figure(
+    s, fig, "focusing",
+    "The one-layer model over training: attention on the matching token, attention entropy, and the norms of Q and K (first seed).",
+)
 
 # %% [markdown]
 # ## Why the inputs are projected onto a sphere
@@ -193,7 +202,10 @@ compare = pd.DataFrame(compare)
 nb.save_table(s, compare, "raw_vs_sphere")
 ax = compare.set_index("spectrum").plot.bar(figsize=(5, 3), logy=True, rot=0, xlabel="spectrum")
 ax.set_ylabel("relative loss, depth 1")
-raw_png = nb.save_figure(s, ax.figure, "raw_vs_sphere")
+raw_png = nb.save_figure(
+    s, ax.figure, "raw_vs_sphere",
+    "One softmax layer on raw Gaussian inputs against the same layer on inputs projected onto the sphere, at each spectrum.",
+)
 compare
 
 # %% [markdown]

@@ -241,6 +241,7 @@ nb.save_figure(
         }
     ),
     "curves_softmax",
+    "Evaluation loss against training step for the softmax sweeps (first seed), one panel per spectrum and rank.",
 )
 nb.save_figure(
     s,
@@ -248,6 +249,7 @@ nb.save_figure(
         {label(p, ", linear"): runs_of(linear, p, seed=seed0) for p in s["spectra"]}
     ),
     "curves_linear",
+    "Evaluation loss against training step for the linear sweeps (first seed), one panel per spectrum.",
 )
 
 # %%
@@ -270,6 +272,7 @@ nb.save_figure(
         }
     ),
     "curves_extra",
+    "Evaluation loss against training step for the joint-spectrum and wide-target sweeps (first seed).",
 )
 not_converged = df[~df.converged][
     ["sweep", "model", "key_dim", "input_exponent", "task_exponent", "depth", "seed", "plateau"]
@@ -346,7 +349,10 @@ for i, ((a, b), part) in enumerate(frames["linear"].groupby(["input_exponent", "
     )
 ax.set_title(f"linear attention, top-{s['top_k']}")
 plots.legend(ax, outside=True)
-linear_png = nb.save_figure(s, fig, "linear_vs_depth")
+linear_png = nb.save_figure(
+    s, fig, "linear_vs_depth",
+    "Linear attention on the difficult task against depth (C3), beside the Monte Carlo floor it cannot go below.",
+)
 
 # %% [markdown]
 # ## C4: softmax loss against depth at every rank (Table 1 in our numbers)
@@ -373,9 +379,11 @@ softmax_png = nb.save_figure(
     s,
     plots.sweep_grid(frames["main"], s["spectra"], key_dims, bounds_of[s["top_k"]], plateaus),
     "softmax_vs_depth",
+    "Softmax loss against depth at every rank and spectrum (C4), with the fit the verdict reads, a 1/L tail through the same floor, the bounds and the untrained subspace ensembles.",
 )
 lead_png = nb.save_figure(  # the README's lead figure: the first spectrum at every rank
-    s, plots.rank_panels(frames["main"], first, key_dims, bounds_of[s["top_k"]]), "lead"
+    s, plots.rank_panels(frames["main"], first, key_dims, bounds_of[s["top_k"]]), "lead",
+    "Softmax loss against depth at four ranks on the first spectrum, with the fit the verdict reads and a 1/L tail through the same floor.",
 )
 table1[
     RANKED
@@ -419,7 +427,10 @@ for i, (k, part) in enumerate(key_frame.groupby("key_dim")):
 axes[1].set(xscale="log", yscale="log", xlabel="depth L", ylabel="decomposition term")
 for ax in axes:
     plots.legend(ax, outside=True)
-key_png = nb.save_figure(s, fig, "key_dim_comparison")
+key_png = nb.save_figure(
+    s, fig, "key_dim_comparison",
+    "Loss over the softmax bound at every rank on the first spectrum (left), and the decomposition terms A_L and C_L (right).",
+)
 
 # %% [markdown]
 # ## C5: the ensemble decomposition at every rank (Appendix B, Table 5)
@@ -453,7 +464,7 @@ specs = [tuple(p) for p in s["spectra"]] + [tuple(p) for p in s["joint_spectra"]
 fig, axes = plt.subplots(
     len(key_dims),
     len(specs),
-    figsize=(3 * len(specs), 2.6 * len(key_dims)),
+    figsize=(2.3 * len(specs), 2.6 * len(key_dims)),  # 5 spectra fit a page: 11.5 in
     squeeze=False,
     sharex=True,
     layout="constrained",
@@ -481,7 +492,10 @@ for (i, k), (j, (a, b)) in ((ik, jp) for ik in enumerate(key_dims) for jp in enu
     ax.title.set_fontsize(9)
 fig.supylabel("relative error (C_L can be negative)")
 plots.figure_legend(fig)
-decomp_png = nb.save_figure(s, fig, "decomposition")
+decomp_png = nb.save_figure(
+    s, fig, "decomposition",
+    "The ensemble decomposition at every rank and spectrum (C5): the loss R_L, the individual error A_L, the shared error C_L and the fitted floor.",
+)
 
 # %% [markdown]
 # ## C6b: mode-wise learning, softmax against linear (paper Fig. 7)
@@ -528,7 +542,10 @@ for ax, ((m, L, seed), r) in zip(
     )
 for ax in axes[::2]:
     ax.set_ylabel("loss_k(t) / loss_k(0)")
-modes_png = nb.save_figure(s, fig, "mode_curves")
+modes_png = nb.save_figure(
+    s, fig, "mode_curves",
+    "Loss per eigen-mode over training, each divided by its value at initialisation, for softmax and linear attention (C6b).",
+)
 per_seed.round(3)
 
 # %% [markdown]
@@ -556,7 +573,10 @@ for ax, k in zip(axes, key_dims):
     ax.set(xlabel="percentile across contexts", title=f"key_dim {k}")
 axes[0].set_ylabel("token-selection distance (TV)")
 plots.legend(axes[0])
-selection_png = nb.save_figure(s, fig, "token_selection")
+selection_png = nb.save_figure(
+    s, fig, "token_selection",
+    "How far the attention, averaged over layers, is from the target's top-k weights, across held-out contexts (C9): depth 1 against the deepest model.",
+)
 pd.DataFrame(
     {k: {p: estimates.interval_text(e, 3) for p, e in row.items()} for k, row in ratios.items()}
 )
@@ -583,11 +603,13 @@ joint_png = nb.save_figure(
     s,
     plots.sweep_grid(frames["joint"], s["joint_spectra"], key_dims, bounds_of[s["top_k"]]),
     "joint_vs_depth",
+    "Softmax loss against depth on jointly nonzero spectra (C10), drawn as in the C4 figure.",
 )
 other_png = nb.save_figure(
     s,
     plots.sweep_grid(frames["wide"], s["wide_spectra"], key_dims, bounds_of[s["wide_top_k"]]),
     "other_targets_vs_depth",
+    "Softmax loss against depth for the wide top-k target (C10), drawn as in the C4 figure.",
 )
 sweeps_of = lambda name, k: [
     g for _, g in tables.part_of(frames[name], key_dim=k).groupby(tables.SPECTRUM)

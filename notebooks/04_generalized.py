@@ -207,7 +207,10 @@ for a, b in s["spectra"]:
         plots.training_curves(ax, runs_of(rs, (a, b)), f"{NAMES[m]}, top-{k}, key_dim {kd}")
         plots.legend(ax)
     fig.suptitle(plots.spectrum_label(a, b))
-    curves_png = nb.save_figure(s, fig, f"training_curves_{a:g}_{b:g}")
+    curves_png = nb.save_figure(
+        s, fig, f"training_curves_{a:g}_{b:g}",
+        "Evaluation loss against training step for every generalised model, target and rank on this spectrum.",
+    )
 
 # %% [markdown]
 # ## Each relaxation against the controlled model
@@ -266,7 +269,10 @@ for row, (kd, a, b) in zip(axes, ROWS):
         )
         ax.set_ylabel("relative loss R_L")
 plots.figure_legend(fig)  # one legend for every panel, below them, off the curves
-compare_png = nb.save_figure(s, fig, "loss_vs_depth")
+compare_png = nb.save_figure(
+    s, fig, "loss_vs_depth",
+    "Each generalised model's loss against depth beside the controlled softmax model at the same settings, with its bounds.",
+)
 
 # %% [markdown]
 # ## C7: the decomposition terms of the shared stream and untied values
@@ -293,7 +299,10 @@ for row, kd in zip(axes, key_dims):
     for ax, term in zip(row, ("A_L: average individual error", "C_L: shared error")):
         ax.set(ylabel=term, title=f"key_dim {kd}")
 plots.legend(axes[0, 0])
-decomp_png = nb.save_figure(s, fig, "decomposition")
+decomp_png = nb.save_figure(
+    s, fig, "decomposition",
+    "The decomposition terms A_L and C_L of the shared-stream and untied-value models against depth (C7).",
+)
 
 # %% [markdown]
 # ## C8: what the context updates learn
@@ -328,7 +337,10 @@ for row, kd in zip(axes, key_dims):
     row[2].set(xlabel="depth L", ylabel="mean u_l over used layers", title=f"key_dim {kd}")
     row[2].set_xscale("log", base=2)
     plots.legend(row[2])
-scalars_png = nb.save_figure(s, fig, "update_scalars")
+scalars_png = nb.save_figure(
+    s, fig, "update_scalars",
+    "The learned context-update scalars u_l per layer and depth, and their mean against depth beside the paper's -2.3 (C8).",
+)
 
 # %% [markdown]
 # The same per depth as numbers: the mean and the sum of `u_l` over used layers (the sum is the total
@@ -389,7 +401,10 @@ for row, kd in zip(axes, key_dims):
         )
         ax.grid(False)
         fig.colorbar(im, ax=ax, shrink=0.8)
-attention_png = nb.save_figure(s, fig, "context_attention")
+attention_png = nb.save_figure(
+    s, fig, "context_attention",
+    "Context-to-context attention: the mean attention a token pays to itself per layer, and one context's first-layer attention matrix.",
+)
 
 # %% [markdown]
 # ## Verdicts

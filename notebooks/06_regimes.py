@@ -163,40 +163,31 @@ table[
 
 # %% [markdown]
 # ## The map at a glance
-# Each trained loss (mean over seeds) divided by its cell's softmax bound: 1 (grey line) is the best
-# a single isotropic softmax does, and the dotted line the mixture bound, which no ensemble of
-# isotropic layers with a shared positive readout can beat. Dashed: the untrained random-subspace
-# ensembles. Hollow black circles mark runs that had not reached their plateau.
+# One row per sweep, one column per depth: each square is the trained loss (mean over seeds)
+# divided by its cell's softmax bound, the best a single isotropic softmax layer does. White is the
+# bound itself, blue below it, red above, on one scale for the whole map. The last column is the
+# cell's mixture bound on the same scale, which no ensemble of isotropic layers with a shared
+# positive readout can beat. A star marks a mean with a run that had not reached its plateau.
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), sharey=True)
-for ax, (title, group) in zip(axes, slices.items()):
-    for i, c in enumerate(group):
-        plots.relative_to_bound(
-            ax, of_cell(c), bounds_of[c], plots.COLORS[i % len(plots.COLORS)], c.label()
-        )
-    ax.set_title(f"slice: {title}")
-plots.regime_legends(fig, axes)
-map_png = nb.save_figure(s, fig, "regime_map")
+fig = plots.regime_heatmap({c.label(): (of_cell(c), bounds_of[c]) for c in cells})
+map_png = nb.save_figure(
+    s, fig, "regime_map",
+    "Trained loss over the softmax bound for every sweep of the regime map at every depth, with each cell's mixture bound in the last column.",
+)
 
 # %% [markdown]
 # Every sweep on its own axes, in absolute loss, with its three bounds.
 
 # %%
-ncol = 4
-fig, axes = plt.subplots(
-    -(-len(cells) // ncol),
-    ncol,
-    figsize=(3.4 * ncol, 2.9 * -(-len(cells) // ncol)),
-    squeeze=False,
-    layout="constrained",
-)
-for ax, c in zip(axes.flat, cells):
+fig, axes = plots.panel_grid(len(cells), 3.2, 2.9)
+for ax, c in zip(axes, cells):
     plots.sweep_with_bounds(ax, of_cell(c), bounds_of[c], c.label())
-for ax in axes.flat[len(cells) :]:
-    ax.set_visible(False)
 plots.figure_legend(fig)
-cells_png = nb.save_figure(s, fig, "regime_cells")
+cells_png = nb.save_figure(
+    s, fig, "regime_cells",
+    "Every regime-map sweep in absolute loss against depth, with its fit, a 1/L tail and its three bounds.",
+)
 
 # %% [markdown]
 # What to look for: whether full-rank cells sit on the softmax bound from one layer on and stay

@@ -243,7 +243,10 @@ for ax, c in zip(axes.flat, cells):
 for ax in axes.flat[len(cells) :]:
     ax.set_visible(False)
 plots.figure_legend(fig, ncol=2)
-baselines_png = nb.save_figure(s, fig, "baselines")
+baselines_png = nb.save_figure(
+    s, fig, "baselines",
+    "Each rank-limited trained sweep beside untrained random and complementary subspace ensembles; the vertical line marks the knee m = lcm(d, k)/k.",
+)
 
 # %% [markdown]
 # **The tails side by side.** Beyond the knee m = lcm(d, k)/k (`icl.exponents.knee_depth`), the exponent of
@@ -314,7 +317,10 @@ for ax, label in zip(
     ax.set(xscale="log", xlabel="depth L", ylabel=label)
     ax.set_xscale("log", base=2)
 plots.figure_legend(fig)
-subspaces_png = nb.save_figure(s, fig, "subspaces")
+subspaces_png = nb.save_figure(
+    s, fig, "subspaces",
+    "The trained layers' key subspaces: their overlap over random subspaces', their coverage error, and the stack's effective rank.",
+)
 
 # %% [markdown]
 # The temperature each trained layer learned (mean over a model's layers, on the scale of the
@@ -383,7 +389,10 @@ for ax, k in zip(axes[0], s["ablation_key_dims"]):
     ax.set_ylabel("relative loss R_L")
     ax.set_title(cell.label(), fontsize=9)
 plots.figure_legend(fig, ncol=2)
-ablation_png = nb.save_figure(s, fig, "ablation")
+ablation_png = nb.save_figure(
+    s, fig, "ablation",
+    "The controlled model with query and key subspaces frozen at initialisation, tiled or random, against the freely trained one.",
+)
 ablation.pivot_table(index=["key_dim", "subspace"], columns="depth", values="loss").round(3)
 
 # %% [markdown]
@@ -532,7 +541,10 @@ for ax, label in zip(
 ):
     ax.set(yscale="linear", ylabel=label)
 plots.figure_legend(fig)
-anisotropy_png = nb.save_figure(s, fig, "full_rank_anisotropy")
+anisotropy_png = nb.save_figure(
+    s, fig, "full_rank_anisotropy",
+    "How far each full-rank layer's score matrix is from isotropic, and the deep stack's loss over the mixture bound.",
+)
 anisotropy_table.pivot_table(index=regimes.CELL, columns="depth", values="anisotropy").round(3)
 
 # %% [markdown]
@@ -637,7 +649,10 @@ for ax, c in zip(axes[0], aniso_cells):
     # the shallow anisotropic ensembles leave the panel
     ax.set_ylim(0.95, max(1.3, 1.02 * trained_part.over_mixture.max()))
 plots.figure_legend(fig, ncol=3)
-anisotropic_png = nb.save_figure(s, fig, "anisotropic_ensembles")
+anisotropic_png = nb.save_figure(
+    s, fig, "anisotropic_ensembles",
+    "Untrained ensembles of anisotropic full-rank layers over the isotropic mixture bound, against depth.",
+)
 
 # %% [markdown]
 # Per cell and anisotropy, from this run: the deepest untrained ensemble over the mixture and the

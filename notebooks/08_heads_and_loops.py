@@ -185,7 +185,10 @@ for ax, k in zip(axes[0], bnds):
         title=f"controlled model, head rank k = {k} (d = {d})",
     )
 plots.figure_legend(fig)
-heads_png = nb.save_figure(s, fig, "heads_vs_depth")
+heads_png = nb.save_figure(
+    s, fig, "heads_vs_depth",
+    "Loss against L·h for every head count h, one panel per head rank, beside the untrained ensembles and the softmax bound.",
+)
 
 # %% [markdown]
 # R(L, h) / R(L·h, 1) at every matched L·h (1: heads and layers interchangeable), per head rank
@@ -218,7 +221,10 @@ axes[0].set(xlim=(0.8, 1.25 * max(s["stream_depths"])), xlabel="depth L", ylabel
             title=f"shared stream, d = {d}: depth")
 axes[1].set(xlabel="heads in the stack, L·h", ylabel="relative loss R", title="the same stacks against L·h")
 plots.figure_legend(fig)  # below the panels, off the points
-stream_png = nb.save_figure(s, fig, "shared_stream_heads")
+stream_png = nb.save_figure(
+    s, fig, "shared_stream_heads",
+    "The shared-stream model with h heads of rank d/h against one head of rank d and of rank d/h (left), and against L·h (right).",
+)
 
 # %% [markdown]
 # ## (c) Looped against untied stacks
@@ -251,7 +257,10 @@ for ax, m in zip(axes[0], s["loop_models"]):
         title=f"{m}, k = {s['loop_key_dim']}",
     )
     plots.legend(ax)
-loops_png = nb.save_figure(s, fig, "looped_vs_untied")
+loops_png = nb.save_figure(
+    s, fig, "looped_vs_untied",
+    "Looped stacks (one layer's parameters at every depth) against untied ones, per model, labelled with their trainable parameters.",
+)
 
 # %% [markdown]
 # ## Verdicts

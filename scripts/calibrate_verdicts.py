@@ -53,6 +53,10 @@ def truth(alpha: float) -> str:
     return "reproduced" if abs(alpha - 1) <= ALPHA_TOL else "not reproduced"
 
 
+TITLE = ("# The exponent rule on simulated sweeps\n\nThe share of simulated sweeps of known tail exponent"
+         " that the rule judging C4 reads as the truth; [docs/statistics.md](../../docs/statistics.md) says how the sweeps are built.")
+
+
 def markdown(rows: pd.DataFrame) -> str:
     """One line per cell: per true alpha, the share of draws read with the true verdict (and, where
     any, the share read with the opposite one, marked x), and the range of the 95 % coverage."""
@@ -84,7 +88,7 @@ def main() -> None:
     print(markdown(rows))
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(markdown(rows) + "\n")
+            f.write(f"{TITLE}\n\n{markdown(rows)}\n")
     print(f"\nmeasured seed noise (log loss, shape): {noise}; {time.time() - start:.0f} s")
     if args.json:
         with open(args.json, "w") as f:

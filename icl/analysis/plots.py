@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.container import ErrorbarContainer
-from matplotlib.lines import Line2D
+from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter
 
 from . import exponents
@@ -22,6 +22,7 @@ BOUND, PLATEAU = "0.35", "k"
 SMALLEST_FONT = 8  # points: no text of a figure is smaller, legends included
 DPI = 200  # the PNG's resolution: an 8 pt letter is 22 px tall
 NOT_AT_PLATEAU = "not at plateau"  # the legend entry of the hollow rings
+SMALLEST_TEXT = "Smallest text (pt)"  # the PNG text key `save` writes
 
 
 def style() -> None:
@@ -44,10 +45,15 @@ def inline() -> None:
         shell.run_line_magic("matplotlib", "inline")
 
 
-def save(fig, png: str, pdf: str) -> None:
-    """The figure as a PNG at DPI (README, notebook) and a PDF (print)."""
-    fig.savefig(png, dpi=DPI, bbox_inches="tight")
-    fig.savefig(pdf, bbox_inches="tight")
+def save(fig, png: str, pdf: str, caption: str) -> None:
+    """The figure as a PNG at DPI (README, notebook) and a PDF (print), each carrying its one-sentence
+    caption (the PNG's Description, the PDF's Subject: the report reads it from there), and the PNG
+    its smallest text in points (what tests/running/test_figures.py checks at a page's width)."""
+    smallest = min((t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()),
+                   default=SMALLEST_FONT)
+    fig.savefig(png, dpi=DPI, bbox_inches="tight",
+                metadata={"Description": caption, SMALLEST_TEXT: f"{smallest:g}"})
+    fig.savefig(pdf, bbox_inches="tight", metadata={"Subject": caption})
 
 
 def _unique(handles, labels) -> tuple[list, list]:
@@ -277,22 +283,38 @@ def relative_to_bound(ax, part: pd.DataFrame, b: dict, color, label: str) -> Non
     ax.set_xscale("log", base=2)
 
 
-# relative_to_bound's kinds of line, drawn in each sweep's colour, named once in grey by regime_legends
-REGIME_KINDS = {"random subspaces (sweep's colour)": {"ls": "--"}, "mixture bound (sweep's colour)": {"ls": ":"},
-                "softmax bound": {"ls": "-", "color": BOUND},
-                NOT_AT_PLATEAU: {"ls": "none", "marker": "o", "mfc": "none", "ms": 8, "color": "k"}}
-
-
-def regime_legends(fig, axes) -> None:
-    """Legends of panels of relative_to_bound: each panel names its own sweeps (their colours) below
-    it, off its curves; one legend below them all names the kinds of line once, in grey."""
-    for ax in axes:
-        pairs = [(h, lab) for h, lab in zip(*_unique(*ax.get_legend_handles_labels())) if lab not in REGIME_KINDS]
-        if pairs:
-            ax.legend(*zip(*pairs), loc="upper center", bbox_to_anchor=(0.5, -0.2))
-    proxies = [Line2D([], [], **{"color": "0.4", "lw": 1, **kw}, label=name) for name, kw in REGIME_KINDS.items()]
-    _make_room(fig)
-    fig.legend(handles=proxies, loc="outside lower center", ncol=len(proxies))
+def regime_heatmap(sweeps: dict[str, tuple[pd.DataFrame, dict]]):
+    """Notebook 06's map: one row per sweep (label -> (its runs, its cell's bounds)), one column
+    per depth; the colour is the mean loss over the cell's softmax bound, the best one isotropic
+    softmax layer does, on one log scale for every square: white at the bound, blue below, red above.
+    The last column is the cell's mixture bound on the same scale, the floor no ensemble of isotropic
+    layers with a shared readout gets under. A starred number is a mean with a run not at its
+    plateau. Returns the figure."""
+    depths = sorted({int(L) for part, _ in sweeps.values() for L in part.depth})
+    ratio = np.full((len(sweeps), len(depths) + 2), np.nan)  # the depths, a blank column, the mixture bound
+    starred = np.zeros(ratio.shape, bool)
+    for i, (part, b) in enumerate(sweeps.values()):
+        m = seed_means(part)
+        cols = [depths.index(int(L)) for L in m.depth]
+        ratio[i, cols] = m["mean"] / b["single"]
+        starred[i, cols] = ~m.converged.to_numpy(bool) if "converged" in m else False
+        ratio[i, -1] = b["mixture"] / b["single"]
+    span = float(np.nanmax(np.abs(np.log10(ratio))))
+    norm = matplotlib.colors.LogNorm(10 ** -span, 10 ** span)
+    fig, ax = plt.subplots(figsize=(1.9 + 0.62 * ratio.shape[1], 0.9 + 0.36 * len(sweeps)), layout="constrained")
+    image = ax.imshow(ratio, cmap="RdBu_r", norm=norm, aspect="auto")
+    for (i, j), v in np.ndenumerate(ratio):
+        if np.isfinite(v):
+            dark = abs(np.log10(v)) > 0.6 * span
+            ax.text(j, i, f"{v:.2f}" + ("*" if starred[i, j] else ""), ha="center", va="center",
+                    fontsize=SMALLEST_FONT, color="white" if dark else "black")
+    ax.set_xticks(range(ratio.shape[1]), [str(L) for L in depths] + ["", "mixture\nbound"])
+    ax.set_yticks(range(len(sweeps)), list(sweeps))
+    ax.tick_params(length=0)
+    ax.grid(False)
+    ax.set(xlabel="depth L", ylabel="sweep")
+    fig.colorbar(image, ax=ax, label="mean loss / softmax bound", format=FuncFormatter(lambda v, _: f"{v:g}"))
+    return fig
 
 
 def fit_sensitivity(variants: pd.DataFrame, fits: list[str]):
@@ -300,11 +322,9 @@ def fit_sensitivity(variants: pd.DataFrame, fits: list[str]):
     in `fits`, with its 95 % interval over seeds drawn from lo to hi. The point is drawn beside its
     interval, never as a bar around it. The fits run down the y axis, so
     that their names read horizontally."""
-    ranks = variants.key_dim.nunique()
-    fig, axes = plt.subplots(1, ranks, figsize=(1.6 + 3.2 * ranks, 1.0 + 0.42 * len(fits)), sharey=True, squeeze=False,
-                             layout="constrained")
+    fig, axes = panel_grid(variants.key_dim.nunique(), 3.6, 1.0 + 0.42 * len(fits), sharey=True)
     y = np.arange(len(fits))[::-1]  # the protocol's fit on top
-    for ax, (k, part) in zip(axes[0], variants.groupby("key_dim")):
+    for ax, (k, part) in zip(axes, variants.groupby("key_dim")):
         for j, ((a, b), sweep) in enumerate(part.groupby(SPECTRUM)):
             sweep = sweep.set_index("fit").loc[fits]
             at = y - 0.2 * (j - 1)
@@ -313,6 +333,7 @@ def fit_sensitivity(variants: pd.DataFrame, fits: list[str]):
         ax.axvline(1.0, color=BOUND, ls="--", lw=1, label="alpha = 1")
         ax.set_yticks(y, [n.split(":")[0] for n in fits])
         ax.set(title=f"key_dim {k}", xlabel="alpha (line: 95 % interval over seeds)")
-    axes[0, 0].set_ylabel("fit")
+        if not ax.get_subplotspec().colspan.start:
+            ax.set_ylabel("fit")
     figure_legend(fig)
     return fig

@@ -212,17 +212,29 @@ def _config_errors_in_one_line() -> None:
 # ---------------------------------------------------------------- outputs
 
 
-def save_figure(s: Settings, fig, name: str) -> str:
-    """PNG (for the README and the notebook) and PDF (for print); returns the PNG's repo path."""
+def save_figure(s: Settings, fig, name: str, caption: str) -> str:
+    """PNG (for the README and the notebook) and PDF (for print), both carrying the one-sentence
+    caption; in a notebook the figure is shown with the caption under it. Returns the PNG's repo path."""
     import warnings  # matplotlib only where a figure is saved: importing icl.running.notebook stays light
+
+    import matplotlib.pyplot as plt
 
     from ..analysis import plot_audit, plots  # heavy: loads matplotlib
 
+    if not caption.strip():
+        raise ValueError(f"figure {name}: a caption is one sentence that says what the figure shows")
     png = s.path(f"{name}.png")
-    plots.save(fig, png, s.path(f"{name}.pdf"))
+    plots.save(fig, png, s.path(f"{name}.pdf"), caption)
     problems = plot_audit.figure_problems(fig)
     if problems:
         warnings.warn(f"figure {name}: " + "; ".join(problems), stacklevel=2)
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    if getattr(shell, "kernel", None) is not None:  # in a notebook: the figure, then its caption, once
+        from IPython.display import Markdown, display
+
+        display(fig)
+        display(Markdown(f"*{caption.strip()}*"))
+        plt.close(fig)
     return s.relpath(png)
 
 

@@ -16,6 +16,7 @@ from ..core.config import ConfigError
 from . import claim_report, summary
 from . import paths
 from .files import provenance, write_atomic
+from .markdown import escape
 from .parameters import NOTEBOOKS, PROFILES, profile_root
 from .paths import repo_root
 from .staging import readable_timings
@@ -57,9 +58,22 @@ def regime_section(base: Path) -> str:
                  + (": " + ", ".join(f"d={r.dim}, P={r.context_length}, k={r.key_dim} "
                                      f"({_pct(1 - r.R_deepest / r.best_single_layer)})" for r in beats.itertuples())
                     if len(beats) else "") + ".\n")
-    lines.append(f"![regime map]({REGIMES}/regime_map.png)\n")
+    lines.append(figure(base, f"{REGIMES}/regime_map.png", "regime map"))
     lines.append(headline.regime_table(base))
     return "\n".join(lines) + "\n"
+
+
+def figure(base: Path, png: str, alt: str) -> str:
+    """A figure of `base` embedded in the report, with the caption its notebook saved in it
+    (`plots.save`) in italics under it."""
+    from PIL import Image  # matplotlib's own dependency, loaded only here
+
+    try:
+        with Image.open(base / png) as image:
+            caption = image.info.get("Description", "")
+    except OSError:  # not there (yet): the link says so when it is followed
+        caption = ""
+    return f"![{alt}]({png})\n" + (f"\n*{escape(caption)}*\n" if caption else "")
 
 
 def _pct(x: float) -> str:
@@ -98,7 +112,7 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
             + headline.alpha_answer(base)
             + section("C4's exponents (notebook 03)", headline.c4_table(base))
             + regime_section(base) + section("The mechanism (notebook 07)", headline.mechanism_table(root, base),
-                                              "![ablation](07_mechanism/ablation.png)\n")
+                                              figure(base, "07_mechanism/ablation.png", "ablation"))
             + ("## Each claim\n\n" + "\n".join(claim_report.section(c, root, base) for c in rows) if rows else "")
             + "".join(included(root / "docs" / page) for page in ("limits.md", "history.md"))
             + timing_line(times))

@@ -56,13 +56,8 @@ def two_sweeps():
 
 
 def regime_map():
-    """Notebook 06's regime_map: sweeps over their softmax bound, several per panel."""
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.5), sharey=True)
-    for ax in axes:
-        for i, scale in enumerate((1.0, 2.0)):
-            plots.relative_to_bound(ax, sweep(scale=scale), bounds(), plots.COLORS[i], f"cell {i}")
-    plots.regime_legends(fig, axes)
-    return fig
+    """Notebook 06's regime_map: one row per sweep, below (0.5x) and above (2x) its bound."""
+    return plots.regime_heatmap({f"cell {i}": (sweep(scale=scale), bounds()) for i, scale in enumerate((0.5, 2.0))})
 
 
 def sensitivity():
@@ -86,7 +81,22 @@ def test_figures_built_as_the_notebooks_build_them_pass_the_audit(build):
     assert plot_audit.figure_problems(build()) == []
 
 
-@pytest.mark.parametrize("build", [sweep_grid, two_sweeps, regime_map], ids=lambda f: f.__name__)
+def test_the_regime_map_gives_one_ratio_one_colour_and_stars_runs_off_their_plateau():
+    fig = regime_map()
+    ax = fig.axes[0]
+    image = ax.images[0]
+    ratio = image.get_array()
+    m = sweep().groupby("depth").loss.mean().to_numpy()
+    assert np.allclose(ratio[0, :5], 0.5 * m / 0.12) and np.allclose(ratio[1, :5], 2 * m / 0.12)
+    assert np.ma.is_masked(ratio[0, 5]) and np.isclose(ratio[0, 6], 0.08 / 0.12)  # the gap, the mixture bound
+    rgba = image.to_rgba(ratio)
+    assert rgba[0, 4, 2] > rgba[0, 4, 0] and rgba[1, 0, 0] > rgba[1, 0, 2]  # blue below the bound, red above
+    assert (image.to_rgba(np.array([[1.0]]))[0, 0, :3] > 0.9).all()  # the bound itself is white
+    texts = [t.get_text() for t in ax.texts]
+    assert sum(t.endswith("*") for t in texts) == 4  # depths 8 and 16 of both sweeps were not at plateau
+
+
+@pytest.mark.parametrize("build", [sweep_grid, two_sweeps], ids=lambda f: f.__name__)
 def test_the_not_at_plateau_ring_is_named_once_in_the_legend(build):
     fig = build()
     texts = [t.get_text() for leg in [*fig.legends, *(ax.get_legend() for ax in fig.axes)] if leg is not None

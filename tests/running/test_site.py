@@ -73,7 +73,7 @@ def screenshot(url: str, png: Path, size: str = "1280,1800") -> None:
 
 def save_report_screenshot(png: str) -> None:
     with serve(SITE) as base:
-        screenshot(base + "REPORT.html", Path(png).resolve())
+        screenshot(base + "outputs/REPORT.html", Path(png).resolve())
 
 
 class _Page(HTMLParser):
@@ -139,14 +139,18 @@ def _notebooks() -> dict[str, int]:
     for nb in sorted(ROOT.glob("outputs/[0-9][0-9]_*/[0-9][0-9]_*.ipynb")):
         cells = json.loads(nb.read_text())["cells"]
         figures = sum("image/png" in o.get("data", {}) for c in cells for o in c.get("outputs", []))
-        out[f"{nb.parent.name}/{nb.stem}.html"] = figures
+        out[f"outputs/{nb.parent.name}/{nb.stem}.html"] = figures
     return out
+
+
+def _docs() -> list[str]:
+    return [f"docs/{md.stem}.html" for md in sorted(ROOT.glob("docs/*.md"))]
 
 
 def test_every_page_of_the_site_loads_with_all_its_images():
     assert (SITE / "index.html").is_file(), f"no site in {SITE}: run `make site`"
     pages = _pages(SITE)
-    wanted = {"index.html", "REPORT.html", *_notebooks()}
+    wanted = {"index.html", "outputs/REPORT.html", *_notebooks(), *_docs()}
     assert wanted <= set(pages), f"pages missing from the site: {sorted(wanted - set(pages))}"
     shown, problems = {}, []
     with serve(SITE) as base, ThreadPoolExecutor(2) as pool:  # two browsers at once: half the time
@@ -157,13 +161,13 @@ def test_every_page_of_the_site_loads_with_all_its_images():
     # Figures inline: each notebook page shows at least the figures its notebook saved, and the
     # report every figure it embeds.
     report_figures = len(re.findall(r"!\[[^\]]*\]\([^)\s]+\)", (ROOT / "outputs" / "REPORT.md").read_text()))
-    short = {p: (shown[p], n) for p, n in {**_notebooks(), "REPORT.html": report_figures}.items() if shown[p] < n}
+    short = {p: (shown[p], n) for p, n in {**_notebooks(), "outputs/REPORT.html": report_figures}.items() if shown[p] < n}
     assert not short, f"pages showing fewer images than their source holds (shown, in source): {short}"
 
 
 def test_the_index_links_every_page():
     index = (SITE / "index.html").read_text()
-    unlinked = [p for p in ["REPORT.html", *_notebooks()] if f'href="{p}' not in index]
+    unlinked = [p for p in ["outputs/REPORT.html", *_notebooks(), *_docs()] if f'href="{p}' not in index]
     assert not unlinked, f"index.html does not link: {unlinked}"
 
 
@@ -183,5 +187,32 @@ def test_a_missing_image_or_page_fails_the_check(tmp_path):
 
 def test_report_page_screenshot(tmp_path):
     with serve(SITE) as base:
-        screenshot(base + "REPORT.html", tmp_path / "report.png")
+        screenshot(base + "outputs/REPORT.html", tmp_path / "report.png")
     assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_dead_link_fails_the_build(tmp_path):
+    """The build is strict: the sources `make site` staged, with one link to a file that is not
+    there, do not build (and build without it)."""
+    sphinx = next(line for line in subprocess.run(["make", "-n", "site"], cwd=ROOT, capture_output=True,
+                                                  text=True, check=True).stdout.splitlines() if "sphinx-build" in line)
+    assert " -W " in sphinx, sphinx
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "build" / "site-src", src)
+
+    def build() -> subprocess.CompletedProcess:
+        return subprocess.run([str(ROOT / ".venv" / "bin" / "sphinx-build"), "-q", "-W", "--keep-going", "-b", "html",
+                               "-c", str(ROOT / "website"), str(src), str(tmp_path / "site")],
+                              capture_output=True, text=True, timeout=600)
+    assert build().returncode == 0
+    with open(src / "docs" / "tests.md", "a") as f:
+        f.write("\nSee [the missing study](../outputs/studies/no_such_study.json).\n")
+    done = build()
+    assert done.returncode != 0 and "no_such_study" in done.stderr, done.stderr[-2000:]
+
+
+def test_each_notebook_page_shows_one_parameter_cell():
+    """The run's values (papermill's injected cell), not also the notebook's defaults beside them."""
+    for page in _notebooks():
+        html = (SITE / page).read_text()
+        assert html.count("tag_injected-parameters") == 1 and "tag_parameters" not in html, page
