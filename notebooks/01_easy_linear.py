@@ -469,8 +469,8 @@ axes[0].plot(dense, residuals @ weights, "k-", lw=2, label="weighted sum (the lo
 axes[1].plot(s["depths"], means.loc[tuple(mode_spec)].values, "k-", lw=2, label="relative loss")
 for ax, title in zip(axes, ("repeated update, per mode", "trained, per mode")):
     ax.axhline(s["mode_level"], color="grey", ls="--", lw=1, label="mode_level")
-    ax.set(xscale="log", yscale="log", xlabel="depth L", title=title)
-    ax.set_xscale("log", base=2)
+    ax.set(yscale="log", xlabel="depth L", title=title)
+    plots.depth_axis(ax)
 axes[0].set_ylabel("loss_k / loss_k(no model)")
 axes[0].set_ylim(1e-4, 2)
 plots.figure_legend(fig)

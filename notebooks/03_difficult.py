@@ -424,7 +424,8 @@ for i, (k, part) in enumerate(key_frame.groupby("key_dim")):
         axes[1].plot(
             t.index, t.values, ls, marker=".", color=plots.COLORS[i], label=f"{term}, key_dim {k}"
         )
-axes[1].set(xscale="log", yscale="log", xlabel="depth L", ylabel="decomposition term")
+axes[1].set(yscale="log", xlabel="depth L", ylabel="decomposition term")
+plots.depth_axis(axes[1])
 for ax in axes:
     plots.legend(ax, outside=True)
 key_png = nb.save_figure(
@@ -488,7 +489,8 @@ for (i, k), (j, (a, b)) in ((ik, jp) for ik in enumerate(key_dims) for jp in enu
     )
     ax.axhline(bnds[(s["top_k"], (a, b), k)]["single"], color="0.35", lw=1, label="softmax bound")
     ax.axhline(0, color="k", lw=0.5)
-    ax.set(xscale="log", xlabel="depth L", title=label((a, b), f", key_dim {k}"))
+    ax.set(xlabel="depth L", title=label((a, b), f", key_dim {k}"))
+    plots.depth_axis(ax)
     ax.title.set_fontsize(9)
 fig.supylabel("relative error (C_L can be negative)")
 plots.figure_legend(fig)

@@ -242,7 +242,7 @@ bnds = {
     for k in (2, K)
 }
 fig, axes = plt.subplots(
-    2 * len(ROWS), 2, figsize=(9, 7.2 * len(ROWS)), squeeze=False, layout="constrained"
+    2 * len(ROWS), 2, figsize=(9, 7.8 * len(ROWS)), squeeze=False, layout="constrained"
 )
 axes = axes.reshape(len(ROWS), 4)  # each row's four panels as a 2 x 2 block
 for row, (kd, a, b) in zip(axes, ROWS):
@@ -252,19 +252,20 @@ for row, (kd, a, b) in zip(axes, ROWS):
             ax,
             sweep[("softmax", k, kd, a, b)],
             "softmax, same top-k (mean ± s.e. over seeds)", "grey", soft,
-            fit_label="fit L0 + c L^-alpha",
+            fit_label="fit L0 + c L^-alpha, all depths",
         )
         plots.loss_vs_depth(
             ax,
             sweep[(m, k, kd, a, b)],
             "the panel's model (mean ± s.e. over seeds)", plots.TRAINED, model,
             shift=0.05,
-            fit_label="fit L0 + c L^-alpha",
+            fit_label="fit L0 + c L^-alpha, all depths",
         )
         plots.bounds_lines(ax, bnds[(k, kd, a, b)], depths=s["depths"])
         ax.set_title(
             f"{NAMES[m]}, top-{k}, key_dim {kd}, {plots.spectrum_label(a, b)}\n"
-            f"alpha: softmax {soft.alpha:.2f}, model {model.alpha:.2f}",
+            f"softmax {plots.verdict_alpha(sweep[('softmax', k, kd, a, b)], s['dim'], kd)}\n"
+            f"model {plots.verdict_alpha(sweep[(m, k, kd, a, b)], s['dim'], kd)}",
             fontsize=9,
         )
         ax.set_ylabel("relative loss R_L")
@@ -335,7 +336,7 @@ for row, kd in zip(axes, key_dims):
         row[2].plot(mean_u.index, mean_u.values, "o-", color=color, label=f"top-{k}")
     row[2].axhline(rules.PAPER_U, color="grey", ls="--", lw=1, label="paper: −2.3")
     row[2].set(xlabel="depth L", ylabel="mean u_l over used layers", title=f"key_dim {kd}")
-    row[2].set_xscale("log", base=2)
+    plots.depth_axis(row[2])
     plots.legend(row[2])
 scalars_png = nb.save_figure(
     s, fig, "update_scalars",

@@ -314,8 +314,8 @@ axes[0].axhline(1, color="0.4", lw=1, label="random subspaces' overlap")
 for ax, label in zip(
     axes, ("overlap / random overlap", "coverage error (dashed: random)", "effective rank / d")
 ):
-    ax.set(xscale="log", xlabel="depth L", ylabel=label)
-    ax.set_xscale("log", base=2)
+    ax.set(xlabel="depth L", ylabel=label)
+    plots.depth_axis(ax)
 plots.figure_legend(fig)
 subspaces_png = nb.save_figure(
     s, fig, "subspaces",

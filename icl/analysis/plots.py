@@ -119,6 +119,12 @@ def loss_vs_depth(ax, df: pd.DataFrame, label: str, color=None, fit=None, value:
     ax.set_ylabel("relative loss  R_L = E[(ŷ - y*)²] / E[y*²]" if value == "loss" else value)
 
 
+def depth_axis(ax) -> None:
+    """A log-2 depth axis labelled 1, 2, 4, ... (not 2^0, 2^1)."""
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+
+
 def plain_ticks(ax) -> None:
     """Plain tick labels on a log y axis, 0.6 and not 6×10⁻¹ (and the depth axis's integers): of the
     minor ticks only 2, 3 and 5 times a power of ten are labelled, so that a decade holds at most
@@ -218,10 +224,23 @@ def sweep_with_bounds(ax, part: pd.DataFrame, b: dict, title: str) -> None:
         ax.plot(L, fit.L0 + fit.c * L ** (-fit.alpha), "-", color=TRAINED, alpha=0.8, label="fit a verdict reads")
         ax.plot(L, fit.L0 + (fit.predict([start])[0] - fit.L0) * start / L, "--", color="k", lw=0.9,
                 label="1/L through the same floor")
-    where = "all L" if reading["primary"] == "all" else f"L ≥ {m}"
-    ax.set_title(f"{title}\nα = {alpha.value:.2f} [{alpha.ci95[0]:.2f}, {alpha.ci95[1]:.2f}], {where}" if alpha is not None
-                 else f"{title}\nα not identified", fontsize=SMALLEST_FONT + 1)
+    ax.set_title(f"{title}\n{alpha_text(reading)}", fontsize=SMALLEST_FONT + 1)
     ax.set_ylabel("relative loss R_L")
+
+
+def alpha_text(reading: dict) -> str:
+    """The exponent a verdict reads (`exponents.read_exponent`'s reading) as a title line."""
+    alpha, m = reading["alpha"], reading["knee_depth"]
+    if alpha is None:
+        return "α not identified"
+    where = "all L" if reading["primary"] == "all" else f"L ≥ {m}"
+    return f"α = {alpha.value:.2f} [{alpha.ci95[0]:.2f}, {alpha.ci95[1]:.2f}], {where}"
+
+
+def verdict_alpha(part: pd.DataFrame, dim: int, key_dim: int) -> str:
+    """`alpha_text` of one sweep (a frame of depth, seed, loss) at width dim and rank key_dim."""
+    depths, matrix = seed_matrix(part)
+    return alpha_text(exponents.read_exponent(depths, matrix, exponents.knee_depth(dim, key_dim)))
 
 
 def sweep_grid(frame: pd.DataFrame, spectra, key_dims, bounds_of: dict, plateau: dict | None = None):
@@ -280,7 +299,7 @@ def relative_to_bound(ax, part: pd.DataFrame, b: dict, color, label: str) -> Non
             label="mixture bound (sweep's colour)")
     ax.axhline(1, color=BOUND, lw=1, label="softmax bound")
     ax.set(xscale="log", yscale="log", xlabel="depth L", ylabel="R_L / softmax bound")
-    ax.set_xscale("log", base=2)
+    depth_axis(ax)
 
 
 def regime_heatmap(sweeps: dict[str, tuple[pd.DataFrame, dict]]):
@@ -313,7 +332,10 @@ def regime_heatmap(sweeps: dict[str, tuple[pd.DataFrame, dict]]):
     ax.tick_params(length=0)
     ax.grid(False)
     ax.set(xlabel="depth L", ylabel="sweep")
-    fig.colorbar(image, ax=ax, label="mean loss / softmax bound", format=FuncFormatter(lambda v, _: f"{v:g}"))
+    bar = fig.colorbar(image, ax=ax, label="mean loss / softmax bound")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")  # 0.5, 2, not 5 x 10^-1
+    bar.ax.yaxis.set_major_formatter(plain)
+    bar.ax.yaxis.set_minor_formatter(plain)
     return fig
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..core.config import ConfigError, RunConfig, field_names, field_type
 from .paths import check_writable
-from .files import NotAnEntry, free_bytes, read_regular, write_json as write
+from .files import DISK_FULL, NotAnEntry, disk_full, free_bytes, read_regular, write_json as write
 from .workload import check_day, check_workload, size
 from ..core import config
 from ..core.memory import check_fits
@@ -379,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"icl: error: {clip(str(err))}", file=sys.stderr)
         return 2
     except OSError as err:  # a file icl could not create or read (a read-only checkout): no traceback
+        if disk_full(err):  # wherever it struck, with or without a file name
+            where = f" (writing {err.filename})" if err.filename else ""
+            print(f"icl: error: {DISK_FULL}{where}", file=sys.stderr)
+            return 2
         if err.filename is None or err.errno not in FILE_ERRORS:
             raise
         print(f"icl: error: {err.filename}: {err.strerror}; run where icl may write (the checkout, outputs/, "

@@ -16,6 +16,7 @@
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -36,6 +37,18 @@ JSON_FLOAT_BYTES = 32
 class NotAnEntry(ValueError):
     """A file where a bookkeeping file (a cache entry, a registry, a user's curves) should be that is
     not one: its message says why."""
+
+
+DISK_FULL = ("no space left on the disk: what was published before stays whole (a folder is replaced only when "
+             "its run completes) and finished runs stay in the run cache; free space and rerun")
+NO_SPACE = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "Disk quota exceeded"}
+
+
+def disk_full(error) -> bool:
+    """Whether `error` (an exception, or a notebook's one-line error) is a full disk or quota."""
+    if isinstance(error, OSError):
+        return error.errno in NO_SPACE
+    return any(text in str(error) for text in NO_SPACE.values())
 
 
 def read_regular(path: Path, limit: int, errors: str = "strict") -> str:

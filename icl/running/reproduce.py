@@ -24,6 +24,7 @@ from pathlib import Path
 from ..core.config import EXCERPT, ConfigError, excerpt
 from ..core.suggest import did_you_mean
 from . import paths, plan, processes
+from .files import DISK_FULL, disk_full
 from .parameters import (NEEDS, NOTEBOOKS, PROFILES, check_parameters, declared_parameters, notebook_parameters,
                          profile_root)
 from .plan import SMOKE
@@ -122,6 +123,8 @@ def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
 
         result = {"status": "failed", "ename": type(err).__name__, "error": f"{type(err).__name__}: {err}".splitlines()[0]}
         write_log(where["log"], traceback.format_exc())
+    if result["status"] == "failed" and disk_full(result["error"]):
+        result["error"] = f"no space left on the disk ({result['error']})"
     result["seconds"] = round(time.perf_counter() - start, 1)
     stored = where["stored"].read_text().split() if where["stored"].exists() else []
     where["stored"].unlink(missing_ok=True)
@@ -160,7 +163,11 @@ def write_log(path: Path, text: str) -> None:
     """The notebook's traceback, then what its kernel wrote to standard error."""
     kernel = path.with_suffix(".kernel.log")
     extra = kernel.read_text(errors="replace") if kernel.exists() else ""
-    path.write_text(re.sub(r"\x1b\[[0-9;]*m", "", text + ("\n--- kernel's standard error ---\n" + extra if extra else "")))
+    try:
+        path.write_text(re.sub(r"\x1b\[[0-9;]*m", "", text + ("\n--- kernel's standard error ---\n" + extra if extra else "")))
+    except OSError as err:  # a full disk: the one-line error still reaches the terminal
+        if not disk_full(err):
+            raise
 
 
 def hold_lock(root: Path, profile: str):
@@ -298,10 +305,15 @@ def run(args) -> int:
     if base is None:
         say(f"total {seconds:.0f} s with --jobs {args.jobs}; no report: -p output_dir put the notebook outside {where}")
     else:
-        readable_timings(base / "timings.json", say, aside=True)
-        record_times(base, times, seconds, args.jobs)
-        report = write_report(root, args.profile, base)
-        say(f"total {seconds:.0f} s with --jobs {args.jobs}; report: {paths.shown(report, root)}")
+        try:
+            readable_timings(base / "timings.json", say, aside=True)
+            record_times(base, times, seconds, args.jobs)
+            report = write_report(root, args.profile, base)
+            say(f"total {seconds:.0f} s with --jobs {args.jobs}; report: {paths.shown(report, root)}")
+        except OSError as err:
+            if not disk_full(err):
+                raise
+            say(f"total {seconds:.0f} s with --jobs {args.jobs}; no report: {DISK_FULL}")
     failed = {n: t for n, t in times.items() if t["status"] != "ok"}
     for n, t in failed.items():
         where = f"; full log: {t['log']}" if t.get("log") else ""

@@ -129,7 +129,7 @@ def test_a_shared_label_per_row_is_enough():
 
 def test_saved_pngs_have_at_least_200_dpi(tmp_path):
     s = SimpleNamespace(path=lambda name: str(tmp_path / name), relpath=str)
-    png = notebook.save_figure(s, regime_map(), "map")
+    png = notebook.save_figure(s, regime_map(), "map", "The regime map.")
     assert min(Image.open(png).info["dpi"]) >= 199.5  # PNG stores pixels per metre: 200 dpi reads back as 199.9994
     assert (tmp_path / "map.pdf").exists()
 

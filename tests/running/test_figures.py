@@ -116,3 +116,48 @@ def test_committed_executed_notebooks_have_every_figure(path):
     assert drawing_cells(nbformat.read(path, 4)), "no cell draws a figure: is the detection broken?"
     missing = missing_figures(path)
     assert not missing, f"{path.relative_to(ROOT)}: no image output in " + "; ".join(missing)
+
+
+PAGE_PX, LEAST_TEXT_PX, WIDEST = 800, 7, 3.0  # the site's column; a letter's height there; width / height
+
+
+def page_problems(png: Path) -> list[str]:
+    """What keeps a saved figure from reading at a page's width: shown 800 px wide (a narrower PNG
+    at its own size), its smallest text (saved in the PNG by plots.save) under 7 px, a strip wider
+    than 3:1, or no one-sentence caption."""
+    from PIL import Image
+
+    from icl.analysis.plots import SMALLEST_TEXT
+
+    with Image.open(png) as image:
+        (width, height), info = image.size, dict(image.info)
+    shown = float(info.get(SMALLEST_TEXT, 0)) * info["dpi"][0] / 72 * min(1.0, PAGE_PX / width)
+    return ([] if info.get("Description", "").strip() else ["no caption"]) + \
+        ([f"{width} x {height} px is a strip"] if width / height > WIDEST else []) + \
+        ([f"its smallest text is {shown:.1f} px tall at {PAGE_PX} px"] if shown < LEAST_TEXT_PX else [])
+
+
+@pytest.mark.parametrize("png", sorted(ROOT.glob("outputs/[0-9][0-9]_*/*.png")), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_committed_figure_reads_at_a_pages_width_and_carries_its_caption(png):
+    assert page_problems(png) == []
+
+
+def test_the_page_width_check_fails_on_a_strip_with_small_text_and_on_no_caption(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from icl.analysis import plots
+
+    def saved(size, caption):
+        fig, ax = plt.subplots(figsize=size)
+        ax.set_xlabel("depth L", fontsize=8)
+        plots.save(fig, tmp_path / "f.png", tmp_path / "f.pdf", caption)
+        plt.close(fig)
+        return page_problems(tmp_path / "f.png")
+
+    assert saved((6, 4), "A caption.") == []
+    wide = saved((17, 3), "A caption.")  # about 3,200 px wide: 8 pt shows under 6 px tall at 800 px
+    assert len(wide) == 2 and "strip" in wide[0] and "px tall" in wide[1], wide
+    assert saved((6, 4), " ") == ["no caption"]

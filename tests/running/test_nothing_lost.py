@@ -164,6 +164,39 @@ def test_two_runs_into_one_output_folder_do_not_both_proceed(clone, capsys, monk
         held.close()
 
 
+# --- a full disk is one line, and what was published stays ------------------------------------
+
+
+def no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")  # as a write() raises it: no file name
+
+
+def test_a_full_disk_anywhere_in_a_command_is_one_line(clone, capsys, monkeypatch):
+    """A full disk while writing a report (or any file without a name in the error) was a traceback."""
+    import icl.running.report as report
+
+    paths.make_own(clone / "outputs" / "ci", paths.RUN_ROOT, "ci")  # a run root, as reproduce leaves it
+    monkeypatch.setattr(report, "write_atomic", no_space)
+    err = one_line(capsys, ["report", "--profile", "ci"])
+    assert "no space left on the disk" in err and "stays whole" in err
+
+
+def test_a_full_disk_during_a_notebook_is_said_by_reproduce_and_keeps_the_published_folder(clone, capsys, monkeypatch):
+    """A notebook whose kernel hit a full disk (saving itself or storing a run in the cache) gave 104
+    lines and no report; the report then failed on the same disk."""
+    monkeypatch.setattr(rep.plan, "check_work", lambda *a: {})
+    monkeypatch.setattr(rep, "execute", no_space)
+    monkeypatch.setattr(rep, "write_report", no_space)
+    published = clone / "outputs" / "ci" / "02_easy_nonlinear"
+    paths.make_own(published, "02_easy_nonlinear", "ci")
+    (published / "loss_vs_depth.png").write_bytes(b"the last complete run's figure")
+    assert main(["reproduce", "--profile", "ci", "--only", "02_easy_nonlinear", "--jobs", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.splitlines()) == 4 and err.count("stays whole") == 1, err
+    assert err.splitlines()[-1].startswith("icl: error: 02_easy_nonlinear: no space left on the disk"), err
+    assert (published / "loss_vs_depth.png").read_bytes() == b"the last complete run's figure"
+
+
 # --- every command has the guards -------------------------------------------------------------
 
 
