@@ -354,8 +354,9 @@ def fit_sensitivity(variants: pd.DataFrame, fits: list[str]):
             ax.hlines(at, sweep.alpha_lo95, sweep.alpha_hi95, color=point.get_color(), lw=1.5)
         ax.axvline(1.0, color=BOUND, ls="--", lw=1, label="alpha = 1")
         ax.set_yticks(y, [n.split(":")[0] for n in fits])
-        ax.set(title=f"key_dim {k}", xlabel="alpha (line: 95 % interval over seeds)")
+        ax.set_title(f"key_dim {k}")
         if not ax.get_subplotspec().colspan.start:
             ax.set_ylabel("fit")
+    fig.supxlabel("alpha (line: its 95 % interval over seeds)", fontsize=10)  # once: side by side they collide
     figure_legend(fig)
     return fig
