@@ -49,9 +49,12 @@ def regime_section(base: Path) -> str:
                      f"{_pct((1 - full.mixture_bound / full.single_bound).max())} below the softmax bound.")
     if len(limited):
         ratio = limited.R_deepest / limited.single_bound
+        alpha = limited.get("alpha_primary", pd.Series(dtype=float)).dropna()  # the exponent R3's verdict reads
+        read = (f"the exponent R3 reads from {alpha.min():.2f} to {alpha.max():.2f}" if len(alpha) else "no exponent identified") + \
+            (f" (not identified in {len(limited) - len(alpha)})" if 0 < len(alpha) < len(limited) else "")
         lines.append(f"- **Rank-limited** (k < d, {len(limited)} cells): the loss falls from R_1 = "
                      f"{limited.R_1.min():.3f}–{limited.R_1.max():.3f} to R_deepest = {limited.R_deepest.min():.3f}–"
-                     f"{limited.R_deepest.max():.3f}, fitted α from {limited.alpha.min():.2f} to {limited.alpha.max():.2f}; "
+                     f"{limited.R_deepest.max():.3f}, {read}; "
                      f"the deepest models end at {ratio.min():.2f}–{ratio.max():.2f} × the softmax bound (claim R3).")
     beats = table[table.deep_beats_single]
     lines.append(f"- A deep model beat the best single layer of its (d, P) in {len(beats)} of {len(table)} cells"
