@@ -23,9 +23,9 @@ import time
 import pandas as pd
 
 from icl.analysis import estimates, exponents
-from icl.running.cache import RunCache
-from icl.core.config import RunConfig
 from icl.analysis.tables import losses_frame
+from icl.core.config import RunConfig
+from icl.running.cache import RunCache
 from icl.running.sweep import run_sweep
 
 DEPTHS = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64)  # notebook 03's quick grid

@@ -7,7 +7,6 @@ drawn evaluation sets of each size; the spread tells how large a set must be for
 """
 import argparse
 import json
-import math
 
 import numpy as np
 import torch

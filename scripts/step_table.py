@@ -10,10 +10,10 @@ import json
 
 import torch
 
-from icl.running.bench import icl_trainer
-from icl.core.looped import LOOPED
-from icl.running.timing import seconds_per_step
 from icl.core.config import RunConfig
+from icl.core.looped import LOOPED
+from icl.running.bench import icl_trainer
+from icl.running.timing import seconds_per_step
 
 DEPTHS = [1, 2, 4, 8, 16, 32, 64]
 MODELS = ["softmax", "linear", "context_updates", "shared_stream"]
@@ -38,7 +38,7 @@ def main() -> None:
             print(rows[-1], flush=True)
     with open(args.json, "w") as f:
         json.dump(rows, f, indent=1)
-    print(f"| model | P | s/step now | s/step first implementation | ratio |\n|---|---|---|---|---|")
+    print("| model | P | s/step now | s/step first implementation | ratio |\n|---|---|---|---|---|")
     for r in rows:
         first = r.get("first implementation")
         ratio = f"{first / r['now']:.1f}x" if first else ""

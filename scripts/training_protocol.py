@@ -21,11 +21,11 @@ from pathlib import Path
 import pandas as pd
 
 from icl.analysis import tables  # installed into .venv by `make install`
-from icl.running.cache import RunCache
-from icl.core.config import RunConfig
 from icl.analysis.tables import losses_frame
-from icl.running.sweep import run_sweep
+from icl.core.config import RunConfig
 from icl.core.train import DivergenceError
+from icl.running.cache import RunCache
+from icl.running.sweep import run_sweep
 
 DEPTHS = (1, 2, 4, 8, 16, 32, 64)
 # The fixed setting of the document: d = 16, P = 64, batch 256, unit-sphere inputs, isotropic

@@ -4,14 +4,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+import simdevice
 import torch
 
-from icl.running import paths
 from icl.core.config import RunConfig
 from icl.core.models import build
 from icl.core.tasks import make_generator, sample_batch
-
-import simdevice
+from icl.running import paths
 
 # The autograd engine sizes its per-device queues once, at the first backward pass of the process:
 # the simulated device (test_gpu_path) must be registered before any test trains on the CPU.

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 LAYERS = ("core", "analysis", "claims", "running")  # each imports only its own layer and those before
@@ -274,3 +273,22 @@ def test_the_walker_finds_an_import_inside_a_function_that_says_nothing(tmp_path
 
 def test_the_walker_finds_a_module_in_no_layer(tmp_path):
     assert outside_layers(write(tmp_path / "pkg", {**CLEAN, "util.py": "", "misc/more.py": ""})) == ["pkg.misc.more", "pkg.util"]
+
+
+# ---------------------------------------------------------------- the counts docs/architecture.md gives
+
+
+def counts_block(package: Path) -> str:
+    """The table of lines per layer and the science's share, as docs/architecture.md states them."""
+    lines = {layer: sum(len(p.read_text().splitlines()) for p in sorted((package / layer).rglob("*.py"))) for layer in LAYERS}
+    total, science = sum(lines.values()), sum(lines[layer] for layer in LAYERS[:-1])
+    rows = "".join(f"| {layer} | {n:,} |\n" for layer, n in lines.items())
+    return (f"| layer | lines |\n| --- | ---: |\n{rows}| total | {total:,} |\n\nThe science (core, analysis and claims) "
+            f"is {science:,} lines, **{science / total:.0%}**; the running machinery {lines['running']:,}, "
+            f"{lines['running'] / total:.0%}.")
+
+
+def test_the_counts_in_the_architecture_page_are_the_codes():
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    stated = page.split("<!-- counts -->\n", 1)[1].split("\n<!-- /counts -->", 1)[0]
+    assert stated == counts_block(ROOT / "icl"), "docs/architecture.md's counts are stale; paste:\n\n" + counts_block(ROOT / "icl")

@@ -14,11 +14,11 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..core.subspaces import block_size, least_overlap, random_coverage
 from .fit import fit_shared_error_gap
 from .intervals import Estimate, over_seeds, seed_matrix
 from .parallel import in_processes
 from .tables import SPECTRUM, deep_half_slope, fit_curve, fit_curves, part_of, spectrum_label, sweeps
-from ..core.subspaces import block_size, least_overlap, random_coverage
 
 
 def sweep_fit(depths, matrix: np.ndarray, min_depth: int = 1, weighted: bool = False, **fit_options):

@@ -205,7 +205,7 @@ def fit_power_law(depths, losses, L0: float | None = None, errors=None, strict: 
                          floor_max=floor_max)[0]
     if strict and not fit.converged:
         raise FitError(f"power-law fit did not converge from any start ({fit.n} points, floor "
-                       f"{'fitted' if L0 is None else 'fixed at %g' % L0})")
+                       f"{'fitted' if L0 is None else f'fixed at {L0:g}'})")
     return fit
 
 

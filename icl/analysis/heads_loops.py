@@ -5,16 +5,16 @@ captures, the gain from depth of a sweep, and the share of it a looped stack kee
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pandas as pd
 
 from ..core.config import RunConfig
+from ..core.models import build
 from . import tables
 from .estimates import at_depth, interval_text, paired
 from .tables import part_of
-from ..core.models import build
 
 
 def frame(results: list[dict]) -> pd.DataFrame:
@@ -27,7 +27,7 @@ def frame(results: list[dict]) -> pd.DataFrame:
                      parameters=[parameter_count(c) for c in cfgs])
 
 
-@lru_cache(maxsize=None)
+@cache
 def _count(model: str, depth: int, key_dim: int, heads: int, tied: bool, dim: int) -> int:
     cfg = RunConfig(model=model, depth=depth, key_dim=key_dim, heads=heads, tie_layers=tied,
                     dim=dim, device="cpu")

@@ -16,8 +16,8 @@ simulated depth curves of known exponent: 93-97 % where they say 95 %.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from scipy import stats
@@ -37,12 +37,12 @@ class Estimate:
         return {"value": self.value, "ci68": list(self.ci68), "ci95": list(self.ci95), "n_seeds": self.n_seeds}
 
     @classmethod
-    def point(cls, value: float, n_seeds: int = 1) -> "Estimate":
+    def point(cls, value: float, n_seeds: int = 1) -> Estimate:
         nan = (math.nan, math.nan)
         return cls(float(value), nan, nan, n_seeds)
 
     @classmethod
-    def from_error(cls, value: float, se: float, n_seeds: int) -> "Estimate":
+    def from_error(cls, value: float, se: float, n_seeds: int) -> Estimate:
         """value ± t_{n-1} se at 68 % and 95 % (no interval with fewer than two seeds)."""
         if n_seeds < 2:
             return cls.point(value, n_seeds)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
+import pandas as pd
 from scipy.stats import spearmanr
 
 from .theory import Measure, covariance_polynomial, repeated_update_on
@@ -81,7 +81,7 @@ def half_fall_steps(steps, norm) -> np.ndarray:
     return out
 
 
-def probe_table(runs: dict) -> "pd.DataFrame":
+def probe_table(runs: dict) -> pd.DataFrame:
     """Per seed, the two numbers C6b reads of every probed model: its `collapse_spread` and its
     half-fall margin (weakest minus strongest mode's `half_fall_steps`; > 0: strongest first).
     runs: {(model, depth, seed): result with mode-wise losses}; columns '<model> L=<depth> spread'
@@ -126,7 +126,7 @@ def learning_order(half_fall) -> float:
     return float(spearmanr(np.arange(len(h)), h).statistic)
 
 
-def learning_table(runs: dict, shown) -> "pd.DataFrame":
+def learning_table(runs: dict, shown) -> pd.DataFrame:
     """Per seed, C6a's numbers of the tracked linear models. runs: {(depth, seed): result with
     mode-wise losses}; columns 'order L=<depth>' (`learning_order` of its half-fall steps) for the
     depths in `shown`, and 'strongest L=<depth>', 'weakest L=<depth>' (the first and the last

@@ -45,7 +45,7 @@ class Measure:
     weights: np.ndarray
 
     @classmethod
-    def make(cls, atoms, weights) -> "Measure":
+    def make(cls, atoms, weights) -> Measure:
         s, w = np.asarray(atoms, float).ravel(), np.asarray(weights, float).ravel()
         keep = w > 0
         if not keep.any():

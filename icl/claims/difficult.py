@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..analysis import estimates, exponents
 from ..analysis.estimates import estimate
-from ..analysis.tables import part_of, spectrum_label
+from ..analysis.tables import spectrum_label
 from . import Rules, above, below, every, near_one, within
 
 ALPHA_TOL, FLOOR_RATIO, DEPTH_FALL = 0.25, 0.7, 0.9  # C4, C10

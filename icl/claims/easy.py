@@ -39,7 +39,8 @@ CRITERIA = {
           f"{SPECTRUM_GAP}; spectra with a > 0; 95 % intervals over seeds",
     "C6a": f"core: rank correlation(mode index, half-fall step) >= {ORDER_MIN} at depth 1 and the deepest; secondary: "
            f"strongest mode below {{mode_level}} by depth {FEW_LAYERS}, weakest not; means over seeds, 95 % intervals",
-    "C2": f"core: depth-1 loss < {NEAR_ZERO} for all spectra; secondary: the best deeper model's loss / depth-1 loss > {DEEPER_MIN} (depth does not halve it), attention "
+    "C2": f"core: depth-1 loss < {NEAR_ZERO} for all spectra; secondary: the best deeper model's loss / depth-1 loss > "
+          f"{DEEPER_MIN} (depth does not halve it), attention "
           f"mass >= {FOCUS_MASS}, norm growth > {NORM_GROWTH}; means over seeds, 95 % intervals",
 }
 RULES = Rules(TEXT, CRITERIA, CORE)

@@ -342,7 +342,8 @@ class SharedStream(Cascade):
                 z = z[:n]
             dz, att = stream_layer(z, qk[j], self.value[:n], self.update_scale[:n], P, self.heads, self.cfg.nonlinearity)
             contrib.append(dz[:, :, P] @ self.readout[:n, :, None])  # (n, B, 1) r . Delta_l
-            att_q.append(shares(att.detach()[:, :, :, P], self.cfg.nonlinearity).mean(2) if attention else None)  # (n, B, P) the heads' mean
+            # (n, B, P) the heads' mean
+            att_q.append(shares(att.detach()[:, :, :, P], self.cfg.nonlinearity).mean(2) if attention else None)
             z = z + dz
         zq = torch.cat([z[:, :, P]] + finished[::-1])  # (M, B, D)
         pred = (zq * self.readout[:, None]).sum(-1).T  # (B, M)

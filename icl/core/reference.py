@@ -68,7 +68,7 @@ class Plain(nn.Module):
             setattr(self, name, nn.Parameter(p.detach().clone()))
 
     @classmethod
-    def from_stack(cls, stack, m: int) -> "Plain":
+    def from_stack(cls, stack, m: int) -> Plain:
         """Model m of a stack: per-layer parameters sliced to its L layers, per-model ones to row m."""
         cfg, L = stack.cfg, stack.depths[m]
         step = 1.0 / L if cfg.residual_scale == "inverse_depth" else 1.0

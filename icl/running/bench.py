@@ -4,33 +4,34 @@ The reference is written the way a user would write these models (icl.core.refer
 computes full masked attention over all P + 1 tokens, one layer after another, trained with
 torch.optim.Adam. The generalised models are timed against their first implementation
 (icl.core.looped), and each C kernel of icl.core.accel at its notebook's quick shape against the
-same stack through autograd (that kernel off, the others on: ICL_NATIVE lists them; KEEP). Both sides draw the same task with icl.core.tasks.sample_batch, train the same
-number of layers on the same batch size, and are timed in one run, interleaved, as medians over
-repeats. Each case also checks (after its timing) that icl computes what icl.core.reference computes (losses,
-per-layer predictors, gradients: reference.agreement), so the ratio compares the same work.
+same stack through autograd (that kernel off, the others on: ICL_NATIVE lists them; KEEP). Both sides
+draw the same task with icl.core.tasks.sample_batch, train the same number of layers on the same batch
+size, and are timed in one run, interleaved, as medians over repeats. Each case also checks (after its
+timing) that icl computes what icl.core.reference computes (losses, per-layer predictors, gradients:
+reference.agreement), so the ratio compares the same work.
 """
 from __future__ import annotations
 
 import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
 from .. import __version__
-from ..core.config import ConfigError, RunConfig, check_threads
 from ..core.accel.native import KERNEL_OF
+from ..core.config import ConfigError, RunConfig, check_threads
 from ..core.looped import LOOPED
 from ..core.models import Stack, build, stack_order
 from ..core.reference import agreement, agrees, plain_model
 from ..core.tasks import make_generator, sample_batch
 from ..core.train import StackAdam, resolve_device
-from .timing import BLOCK, max_rss_mib, peak_flop_rate, seconds_per_step, step_flops
 from .cli import check_output_path
-from .files import write_atomic, write_json
+from .files import regular_target, write_atomic, write_json
+from .timing import BLOCK, max_rss_mib, peak_flop_rate, seconds_per_step, step_flops
 from .workload import check_day, estimate
 
 # Targets (a benchmark, not a timed test): speed-up of icl over the reference.
@@ -281,7 +282,8 @@ def markdown(result: dict) -> str:
     lines.append("")
     if any(r["model"] in LOOPED for r in result["cases"]):
         lines.append("The reference of the generalised models (context_updates, shared_stream) is their first "
-                     "implementation (icl.core.looped), one stack of all depths. On a CPU they run in icl.core.accel.native's C kernels, whose arithmetic torch's "
+                     "implementation (icl.core.looped), one stack of all depths. On a CPU they run in "
+                     "icl.core.accel.native's C kernels, whose arithmetic torch's "
                      "FLOP counter does not see: their GFLOP columns count only what is left in torch.")
     for r in result["cases"]:
         if r.get("reference_kind") in ("autograd", "draws"):
@@ -413,7 +415,8 @@ def run(args) -> int:
               f"{r['reproduce_parallel_speedup']:.2f}x (load average {r['load_average']:.1f} on {r['cores']} cores)")
 
     path = Path(args.json)
-    if write_json(result, path, "the bench results") == path:  # elsewhere, said in one line, where it cannot be
+    # elsewhere, said in one line, where it cannot be; a table beside a file, never beside a device or a stream
+    if write_json(result, path, "the bench results") == path and regular_target(path):
         write_atomic(path.with_suffix(".md"), markdown(result))
     print(markdown(result))
     ok = all(r["same"] for r in rows)

@@ -116,9 +116,8 @@ def _digest(obj) -> str:
 def run_key(cfg: RunConfig) -> str:
     import torch
 
-    from ..core.train import resolve_device  # the device type is part of the key: CPU and GPU numbers differ
-
     from ..core.accel.native import in_use  # heavy: loads torch; the cache alone loads no library
+    from ..core.train import resolve_device  # the device type is part of the key: CPU and GPU numbers differ
 
     device = resolve_device(cfg.device)
     # The config with its device as resolved: `auto` on a CPU machine is the same run as `cpu`.

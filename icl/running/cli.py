@@ -11,12 +11,13 @@ import re
 import sys
 from pathlib import Path
 
-from ..core.config import ConfigError, RunConfig, field_names, field_type
-from .paths import check_writable
-from .files import DISK_FULL, NotAnEntry, disk_full, free_bytes, read_regular, write_json as write
-from .workload import check_day, check_workload, size
 from ..core import config
+from ..core.config import ConfigError, RunConfig, field_names, field_type
 from ..core.memory import check_fits
+from .files import DISK_FULL, NotAnEntry, disk_full, free_bytes, read_regular
+from .files import write_json as write
+from .paths import check_writable
+from .workload import check_day, check_workload, size
 
 # Subcommands that live in their own modules: each defines add_arguments(parser) and run(args), or
 # add_arguments_<name> and run_<name> where one module holds several commands.
@@ -152,10 +153,10 @@ def report_diverged(results: list[dict]) -> int:
 
 def run_train(args) -> int:
     # heavy: sweep and train load torch; each command loads what it runs
+    from ..core.train import train
     from .cache import RunCache
     from .files import json_bytes
     from .sweep import run_sweep
-    from ..core.train import train
 
     values = {k: v for k, v in vars(args).items() if k in field_names()}
     cfg = RunConfig.from_dict(values, "train")

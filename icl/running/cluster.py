@@ -23,8 +23,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..core.config import ConfigError, RunConfig, excerpt
 from ..core.train import train_finite

@@ -24,8 +24,9 @@ import stat
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+
 from .workload import ENTRY_BYTES, result_floats
 
 FILE_MODE = 0o644  # readable by everyone, as a shared cache and a results folder must be
@@ -67,15 +68,40 @@ def read_regular(path: Path, limit: int, errors: str = "strict") -> str:
     return data.decode(errors=errors)
 
 
+def stream_fd(path) -> int | None:
+    """The descriptor that /dev/stdout, /dev/stderr, /dev/fd/N or /proc/self/fd/N names, else None:
+    written through the descriptor itself, never through the file it resolves to (a redirect's log
+    would be replaced, a pipe's /proc entry cannot be opened)."""
+    text = os.path.normpath(str(path))
+    named = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+    if text in named:
+        return named[text]
+    for prefix in ("/dev/fd/", "/proc/self/fd/", f"/proc/{os.getpid()}/fd/"):
+        if text.startswith(prefix) and text[len(prefix):].isdigit():
+            return int(text[len(prefix):])
+    return None
+
+
+def regular_target(path) -> bool:
+    """Whether writing `path` makes or replaces a regular file (not a stream, a device or a pipe)."""
+    resolved = Path(os.path.realpath(path))
+    return stream_fd(path) is None and (resolved.is_file() or not resolved.exists())
+
+
 def write_atomic(path: str | os.PathLike, text: str, mode: int = FILE_MODE) -> None:
     """Write `text` to `path` through a temporary file beside it, fsync and rename. A link is
     followed (the file it names is replaced, not the link), and a target that is not a regular file
     (/dev/null, /dev/stdout, a named pipe, a device) is written as it is: renaming a file over it
     would replace the device itself (as root, in /dev). A pipe without a reader is an OSError, not
     a wait."""
-    path = Path(os.path.realpath(path))
     data = text.encode()  # before the temporary file exists: a value that cannot be encoded leaves nothing
-    if path.exists() and not path.is_file():
+    fd = stream_fd(path)
+    if fd is not None:  # /dev/stdout and kin: this process's own stream, at its offset, whatever it is
+        sys.stdout.flush(), sys.stderr.flush()
+        os.write(fd, data)
+        return
+    path = Path(os.path.realpath(path))
+    if not regular_target(path):
         fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
         with os.fdopen(fd, "wb") as f:
             f.write(data)

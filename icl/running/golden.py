@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import sys
 
+from ..core.config import ConfigError
 from .files import write_atomic
 from .parameters import profile_root
-from .reproduce import NOTEBOOKS, run_all
-from ..core.config import ConfigError
 from .paths import repo_root
+from .reproduce import NOTEBOOKS, run_all
 
 
 def add_arguments(p) -> None:

@@ -19,10 +19,11 @@
 """
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from pathlib import Path
+
+from jupytext import AsyncTextFileContentsManager  # the server's; installed with JupyterLab
 
 # The folder whose notebooks are sources, never results (the checkout icl is installed from).
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
@@ -61,26 +62,15 @@ def _listed_once(model: dict) -> dict:
     return model
 
 
-@functools.cache
-def _manager_class():
+class NotebooksOnce(AsyncTextFileContentsManager):
     """jupytext's contents manager (it pairs .py and .ipynb), whose listing of NOTEBOOKS shows each
-    notebook once; built on first use so that importing this module needs no Jupyter server."""
-    from jupytext import AsyncTextFileContentsManager
+    notebook once."""
 
-    class NotebooksOnce(AsyncTextFileContentsManager):
-        async def get(self, path, content=True, type=None, format=None, **kwargs):
-            model = await super().get(path, content=content, type=type, format=format, **kwargs)
-            if model["type"] == "directory" and content and Path(self.root_dir, path.strip("/")).resolve() == NOTEBOOKS:
-                _listed_once(model)
-            return model
-
-    return NotebooksOnce
-
-
-def __getattr__(name: str):
-    if name == "NotebooksOnce":  # the server looks the class up by name (MANAGER)
-        return _manager_class()
-    raise AttributeError(name)
+    async def get(self, path, content=True, type=None, format=None, **kwargs):
+        model = await super().get(path, content=content, type=type, format=format, **kwargs)
+        if model["type"] == "directory" and content and Path(self.root_dir, path.strip("/")).resolve() == NOTEBOOKS:
+            _listed_once(model)
+        return model
 
 
 def write_settings(venv: Path) -> list[Path]:

@@ -21,8 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..claims import round_numbers
-from ..core.config import (EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, check_threads, coerce, excerpt,
-                           field_names, within)
+from ..core.config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, check_threads, coerce, excerpt, field_names, within
 from ..core.suggest import did_you_mean
 from ..core.train import is_diverged
 from . import files, paths, processes

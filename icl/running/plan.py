@@ -114,8 +114,9 @@ def notebook_plan(runs: list[RunConfig], device: str) -> dict:
 
 def plan(root: Path, profile: str, names: list[str], device: str, overrides: dict | None = None, log=print) -> dict:
     """The plan of every notebook in `names`; ConfigError when a notebook's largest group cannot fit."""
-    from .parameters import notebook_parameters  # heavy: loads torch and yaml; a plan alone loads none
+    # heavy: these load torch and yaml; a plan alone loads none
     from ..core.train import resolve_device
+    from .parameters import notebook_parameters
     from .workload import duration, size
 
     # timed on real steps of the device it will run on: a GPU's plan is made on that GPU (a plan on

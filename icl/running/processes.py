@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import sys
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
@@ -102,7 +101,8 @@ def hold_lock(staging: Path, what: str):
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         f.close()
-        raise ConfigError(f"profile: another `{what}` is running (it holds {path}); wait for it to end") from None
+        # not `what`: that is this run; the one holding the lock may be of another profile
+        raise ConfigError(f"profile: another icl run into this folder is running (it holds {path}); wait for it to end") from None
     deadline = time.monotonic() + SURVIVOR_WAIT
     while survivors(registry) and time.monotonic() < deadline:
         time.sleep(0.05)

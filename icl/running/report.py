@@ -13,8 +13,7 @@ from pathlib import Path
 
 from ..claims import headline
 from ..core.config import ConfigError
-from . import claim_report, summary
-from . import paths
+from . import claim_report, paths, summary
 from .files import provenance, write_atomic
 from .markdown import escape
 from .parameters import NOTEBOOKS, PROFILES, profile_root
@@ -104,7 +103,6 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
     rows.sort(key=claim_order)
     write_atomic(base / "claims.json", json.dumps({"provenance": provenance(), "claims": rows}, indent=1))
     times = read_times(base / "timings.json")
-    limits = os.path.relpath(root / "docs" / "limits.md", base)
     pipeline_only = profile == "ci" or "smoke" in base.parts  # `--smoke` writes under outputs/smoke/PROFILE
     text = ((PIPELINE_ONLY if pipeline_only else "") + f"# Reproduction report ({profile} profile)\n\n"
             "Each claim of the paper in our words (C1–C10) and of our own regime map, mechanism, heads and loops (R1–R9), "

@@ -23,18 +23,17 @@ from pathlib import Path
 
 from ..core.config import EXCERPT, ConfigError, excerpt
 from ..core.suggest import did_you_mean
+from ..core.train import resolve_device
 from . import paths, plan, processes
 from .files import DISK_FULL, disk_full
-from .parameters import (NEEDS, NOTEBOOKS, PROFILES, check_parameters, declared_parameters, notebook_parameters,
-                         profile_root)
+from .parameters import NEEDS, NOTEBOOKS, PROFILES, check_parameters, declared_parameters, notebook_parameters, profile_root
+from .paths import repo_root
 from .plan import SMOKE
 from .processes import cores
-from .report import profile_report as write_report, record_times
-from .staging import (check_destinations, destinations, publish, readable_timings, report_folder, staging_folder,
-                      staging_paths)
+from .report import profile_report as write_report
+from .report import record_times
+from .staging import check_destinations, destinations, publish, readable_timings, report_folder, staging_folder, staging_paths
 from .sweep import load_yaml
-from ..core.train import resolve_device
-from .paths import repo_root
 
 DEVICES = ("auto", "cpu", "cuda")
 # The kernel draws with the inline backend whatever MPLBACKEND the caller has (Agg would leave

@@ -14,7 +14,6 @@ from . import paths, plan
 from .files import NotAnEntry, read_regular
 from .parameters import profile_root
 
-
 TEXT_SUFFIXES = (".ipynb", ".json", ".md", ".csv", ".txt")  # files whose staged paths are rewritten
 TIMINGS_LIMIT = 2**20  # bytes of a timings.json: a few lines per notebook
 

@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import yaml
 from tqdm import tqdm
 
 from ..core.config import ConfigError, RunConfig, excerpt, field_names
+from ..core.memory import check_fits
 from ..core.suggest import did_you_mean
 from ..core.train import group_key, is_diverged, train_finite, train_finite_together
 from .cache import RunCache
-from .passes import passes
-from ..core.memory import check_fits
 from .files import rescue
+from .passes import passes
 
 # Plural keys of a sweep file and the RunConfig field each one varies, outermost first: runs come
 # out spectrum by spectrum, then seed, model, top_k, and depth and learning rate innermost (the two

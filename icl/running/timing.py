@@ -5,7 +5,7 @@ from __future__ import annotations
 import resource
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode

@@ -66,8 +66,9 @@ def group_step_seconds(group: list[RunConfig]) -> float:
 
     import torch
 
-    from ..core.models import build, stack_order  # heavy: the core loads torch; workload alone loads none
+    # heavy: the core loads torch; workload alone loads none
     from ..core.memory import check_fits
+    from ..core.models import build, stack_order
     from ..core.tasks import make_generator
     from ..core.train import StackAdam, resolve_device, train_step
     from .timing import seconds_per_step

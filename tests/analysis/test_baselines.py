@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from icl.analysis import baselines, bounds
-
 from icl.core import subspaces
 from icl.core.config import RunConfig
 

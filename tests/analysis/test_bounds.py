@@ -4,12 +4,11 @@ import json
 
 import numpy as np
 import pytest
-import torch
-
 from conftest import PEAK_PROBE, live_memory_env
+
 from icl.analysis import bounds
-from icl.running.cli import main
 from icl.core.config import RunConfig
+from icl.running.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -8,10 +8,18 @@ import numpy as np
 import pytest
 import torch
 
+from icl.analysis.modes import (
+    collapse_spread,
+    effective_polynomial,
+    half_fall_steps,
+    learning_order,
+    mode_gains,
+    polynomial_of,
+    polynomial_predictions,
+    trained_convergence_depths,
+)
 from icl.core.config import RunConfig
 from icl.core.models import build
-from icl.analysis.modes import (collapse_spread, effective_polynomial, half_fall_steps, learning_order, mode_gains, polynomial_of,
-                       polynomial_predictions, trained_convergence_depths)
 from icl.core.tasks import Batch, make_generator, sample_batch
 
 

@@ -9,9 +9,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from icl.running import notebook
-
 from icl.analysis import plot_audit, plots
+from icl.running import notebook
 
 
 @pytest.fixture(autouse=True)

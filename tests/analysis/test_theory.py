@@ -8,14 +8,26 @@ import pytest
 import torch
 from numpy.polynomial import chebyshev
 
-from icl.core.config import RunConfig
 from icl.analysis.fit import fit_power_law
-from icl.core.models import build
 from icl.analysis.modes import convergence_depths, normalised_mode_curves, repeated_update_residuals
+from icl.analysis.theory import (
+    Measure,
+    covariance_polynomial,
+    depth_exponent,
+    empirical_measure,
+    free_polynomial_curve,
+    free_polynomial_loss,
+    linear_floor_mc,
+    mc_references,
+    population_measure,
+    repeated_update_loss,
+    repeated_update_on,
+    spectra,
+    sphere_spectrum,
+)
+from icl.core.config import RunConfig
+from icl.core.models import build
 from icl.core.tasks import Batch, make_generator, sample_batch
-from icl.analysis.theory import (Measure, covariance_polynomial, depth_exponent, empirical_measure, free_polynomial_curve,
-                        free_polynomial_loss, linear_floor_mc, mc_references, population_measure,
-                        repeated_update_loss, repeated_update_on, spectra, sphere_spectrum)
 
 
 def three_digits(x, v):

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from icl.analysis import exponents
-from icl.claims import difficult, easy, generalised, heads, mechanism, regimes
 from icl.analysis.estimates import estimate_columns, estimate_table
 from icl.analysis.intervals import Estimate
+from icl.claims import difficult, easy, generalised, heads, mechanism, regimes
 
 
 def est(lo, value, hi, n=5):

@@ -8,10 +8,10 @@ import pytest
 from scipy import stats
 
 from icl.analysis import estimates, modes
-from icl.claims import PLATEAU, at_plateau
-from icl.claims import easy as rules
 from icl.analysis.estimates import estimate_columns
 from icl.analysis.intervals import Estimate
+from icl.claims import PLATEAU, at_plateau
+from icl.claims import easy as rules
 
 NAN = (math.nan, math.nan)
 

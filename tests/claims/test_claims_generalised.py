@@ -8,10 +8,10 @@ import pytest
 from scipy import stats
 
 from icl.analysis import estimates
-from icl.claims import generalised as rules
 from icl.analysis.estimates import estimate_columns
 from icl.analysis.intervals import Estimate
 from icl.analysis.tables import context_update_table
+from icl.claims import generalised as rules
 
 
 def est(lo, value, hi, n=2):

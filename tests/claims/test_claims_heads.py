@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from icl.analysis import heads_loops as hl
-from icl.claims import heads as rules
 from icl.analysis.intervals import Estimate
+from icl.claims import heads as rules
 
 
 def est(lo, value, hi, n=5):

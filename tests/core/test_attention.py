@@ -6,8 +6,8 @@ import math
 
 import pytest
 import torch
-
 from conftest import tiny_batch, tiny_config
+
 from icl.core import attention as attention_module
 from icl.core.accel import native
 from icl.core.config import ConfigError

@@ -3,8 +3,8 @@ its key; YAML/CLI strings are converted to the field's type; the issue's names a
 import math
 
 import pytest
-
 from conftest import tiny_config
+
 from icl.core.config import ConfigError, RunConfig, coerce, field_names
 
 pytestmark = pytest.mark.usefixtures("one_thread")

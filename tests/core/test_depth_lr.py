@@ -4,9 +4,9 @@ import copy
 
 import pytest
 import torch
+from conftest import tiny_config
 
 import icl.core.train as train_module
-from conftest import tiny_config
 from icl.core.config import ConfigError, RunConfig
 from icl.core.reference import model_params
 from icl.core.train import lr_factor, model_lr, train_group

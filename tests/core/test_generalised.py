@@ -4,8 +4,8 @@ over repeated steps, and the workspace they keep for the backward pass. Their lo
 predictors and gradients are checked against the plain algebra in tests/core/test_reference.py."""
 import pytest
 import torch
-
 from conftest import tiny_batch, tiny_config
+
 from icl.core.looped import LOOPED
 from icl.core.models import build, stack_order
 from icl.core.reference import FLOOR

@@ -5,15 +5,15 @@ between host and device; none may happen inside a training step (each one waits 
 import json
 
 import pytest
+import simdevice
 import torch
 import yaml
+from conftest import MODELS, TINY, tiny_config
+from simdevice import NAME, simulate
 
 import icl.core.train
-import simdevice
-from conftest import MODELS, TINY, tiny_config
-from icl.running.cli import main
 from icl.core.train import DivergenceError
-from simdevice import NAME, simulate
+from icl.running.cli import main
 
 ON_DEVICE = {**TINY, "device": "cuda", "steps": 8, "eval_points": 2}
 STEP_COSTS = ("sync", "h2d", "d2h")  # what a training step must not do on a GPU

@@ -7,16 +7,16 @@ import json
 
 import pytest
 import torch
-
 from conftest import built, tiny_batch, tiny_config
 from heads_pins import case, fingerprint, losses
+
 from icl.core.accel import native
-from icl.running.bench import perturbed
-from icl.running.cache import run_key
 from icl.core.config import ConfigError, RunConfig
 from icl.core.models import build, stack_order
 from icl.core.reference import FACTOR, FLOOR, agreement, agrees
 from icl.core.train import train, train_group
+from icl.running.bench import perturbed
+from icl.running.cache import run_key
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -161,8 +161,8 @@ def test_impossible_heads_and_loops_are_config_errors_in_one_line(changes, messa
 def test_the_estimates_count_heads_and_looped_layers():
     """icl.core.memory and icl.running.workload: h heads are h times the attention, a looped stack has one
     layer's parameters per model; a multi-head shared stream trains without its C kernel."""
-    from icl.core.memory import estimate_bytes, step_floats
     from icl.core.accel.native import in_use
+    from icl.core.memory import estimate_bytes, step_floats
 
     for model in ("softmax", "shared_stream"):
         cfg = RunConfig(model=model, dim=16, key_dim=4, context_length=64, batch_size=64, eval_contexts=64)

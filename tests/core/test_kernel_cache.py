@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from icl.core.accel import native
 
 FALSE = "/bin/false"  # a compiler that runs and fails

@@ -6,11 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import PEAK_PROBE, ROOT, live_memory_env
+
 from icl.core.config import ConfigError, RunConfig
 from icl.core.memory import GIB, check_fits, estimate_bytes
-
 
 PROBE = PEAK_PROBE + """
 from icl.core.config import RunConfig

@@ -4,8 +4,8 @@ import math
 
 import pytest
 import torch
-
 from conftest import ENSEMBLES, MODELS, built, tiny_batch, tiny_config
+
 from icl.core.models import build, stack_order
 from icl.core.reference import FLOOR, model_params
 from icl.core.tasks import Batch

@@ -6,13 +6,13 @@ algebra's own rounding (see icl/core/reference.py for why that yardstick); and t
 against what it must be (masks, the ensemble view, hand computations)."""
 import pytest
 import torch
-
 from conftest import MODELS, tiny_batch, tiny_config
+
 from icl.core.accel import native
-from icl.running.bench import perturbed
 from icl.core.looped import LOOPED
 from icl.core.models import build, stack_order
 from icl.core.reference import FACTOR, agreement, agrees, attention, plain_model
+from icl.running.bench import perturbed
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -3,9 +3,9 @@ as they do on a GPU: every replica ends with the numbers its group gets trained 
 float32 rounding, and a replica that breaks leaves the others untouched."""
 import numpy as np
 import pytest
+from conftest import tiny_config
 
 import icl.core.train as train_module
-from conftest import tiny_config
 from icl.core.train import DivergenceError, ReplicaPass, lanes, pass_key, train_groups
 
 TIMING = {"wall_seconds", "steps_per_second", "models_in_pass", "replicas_in_pass"}  # how it trained, not what

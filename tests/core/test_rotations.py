@@ -2,13 +2,13 @@
 which must give the same Haar O as LAPACK's sign-fixed QR and run on a device without waiting for
 it; on the CPU by LAPACK's QR, whose bits the committed numbers depend on."""
 import pytest
+import simdevice
 import torch
+from conftest import tiny_config
+from simdevice import NAME, simulate
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import simdevice
-from conftest import tiny_config
 from icl.core.tasks import cholesky_orthogonal_factor, haar_rotations, make_generator, orthogonal_factor, sample_batch
-from simdevice import NAME, simulate
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

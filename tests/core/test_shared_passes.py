@@ -3,8 +3,8 @@ each batch drawn once: every group ends with the numbers it gets trained alone."
 import json
 
 import pytest
-
 from conftest import tiny_config
+
 from icl.core.train import DivergenceError, data_key, group_key, train_group, train_groups
 
 TIMING = {"wall_seconds", "steps_per_second", "models_in_pass"}

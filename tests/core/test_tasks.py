@@ -3,8 +3,8 @@ ours"), checked against theory or against an independent numpy recomputation."""
 import numpy as np
 import pytest
 import torch
-
 from conftest import tiny_batch, tiny_config
+
 from icl.core.tasks import haar_rotations, mode_labels, power_spectrum
 
 pytestmark = pytest.mark.usefixtures("one_thread")

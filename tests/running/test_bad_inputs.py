@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, TINY, tiny_config
 
 import icl.core.train
-from conftest import ROOT, TINY, tiny_config
+from icl.core.config import ConfigError, RunConfig, coerce
 from icl.running.cache import RunCache
 from icl.running.cli import main
-from icl.core.config import ConfigError, RunConfig, coerce
 from icl.running.sweep import expand, read_yaml
 
 pytestmark = pytest.mark.usefixtures("one_thread")

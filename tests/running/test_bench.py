@@ -4,12 +4,12 @@ import json
 
 import pytest
 import torch
-
 from conftest import tiny_config
-from icl.running.bench import check_same
-from icl.running.cli import main
+
 from icl.core.models import build
 from icl.core.reference import FACTOR, plain_model
+from icl.running.bench import check_same
+from icl.running.cli import main
 
 
 @pytest.mark.parametrize("model", ["softmax", "linear", "untied_values", "context_updates", "shared_stream"])

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ROOT, tiny_config
 
 import icl.running.cache
 import icl.running.sweep
-from conftest import ROOT, tiny_config
 from icl.running.cache import RunCache, run_key
 from icl.running.cli import main
 from icl.running.sweep import run_sweep

@@ -3,11 +3,11 @@ the sweep's results (and the run cache) match a local run exactly."""
 import json
 
 import pytest
-
 from conftest import tiny_config
+
+from icl.core.config import ConfigError
 from icl.running.cache import RunCache
 from icl.running.cluster import job_parameters, submitit_runner
-from icl.core.config import ConfigError
 from icl.running.sweep import groups, run_sweep
 
 # Two groups (softmax depths 1 and 2 train together; linear is a group of its own).

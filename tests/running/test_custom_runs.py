@@ -14,7 +14,6 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-
 from conftest import ROOT
 
 NAME = "02_easy_nonlinear"

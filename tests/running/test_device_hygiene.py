@@ -3,12 +3,11 @@ device and matmul precision made it, `make test` never sees a GPU, and a changed
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import torch
+from conftest import ROOT, tiny_config
 
 import icl.core.train
-from conftest import ROOT, tiny_config
 from icl.running.cache import RunCache, run_key
 
 

@@ -5,10 +5,9 @@ import subprocess
 import tomllib
 
 import yaml
+from conftest import ROOT
 from packaging.requirements import Requirement
 from packaging.version import Version
-
-from conftest import ROOT
 
 
 def _pins(requirements):

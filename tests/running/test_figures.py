@@ -11,8 +11,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from conftest import ROOT
+
 from icl.running.reproduce import NOTEBOOKS
 
 DRAWING = {"subplots", "figure", "savefig", "save_figure", "imshow"}  # calls that make or save a figure

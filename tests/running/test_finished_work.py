@@ -8,13 +8,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from conftest import TINY, read_only, writable_again
+
+import icl.running.sweep as icl_sweep
 from icl.analysis import tables
 from icl.running import notebook as nb
 from icl.running.cache import RunCache
 from icl.running.cli import main
-import icl.running.sweep as icl_sweep
 from icl.running.sweep import expand
 
 pytestmark = pytest.mark.usefixtures("one_thread", "fallback_home")
@@ -96,8 +96,9 @@ def test_notebook_runs_without_a_cache_leave_no_temporary_folder(tmp_path, monke
 
 def test_the_memory_cache_checks_entries_as_the_disk_cache_does():
     from conftest import tiny_config
-    from icl.running.cache import MemoryCache
+
     from icl.core.train import train
+    from icl.running.cache import MemoryCache
 
     cache, cfg = MemoryCache(), tiny_config()
     assert cache.load(cfg) is None
@@ -153,6 +154,7 @@ def test_a_rerun_trains_nothing_again_unless_asked(tmp_path, capsys, monkeypatch
 
 def test_the_cache_takes_a_diverged_record_and_checks_it(tmp_path, capsys):
     from conftest import tiny_config
+
     from icl.core.train import diverged_record
 
     cache, cfg = RunCache(tmp_path), tiny_config(learning_rate=1e30)
@@ -271,8 +273,9 @@ def test_where_no_fallback_folder_takes_it_the_json_goes_to_standard_output(tmp_
 def test_the_json_size_bound_holds_for_every_model():
     """files.json_bytes bounds what --json writes (and, ten times over, what a cache entry may hold)."""
     from conftest import MODELS, tiny_config
-    from icl.running.files import json_bytes
+
     from icl.core.train import train
+    from icl.running.files import json_bytes
 
     for model in MODELS:
         cfg = tiny_config(model=model, track_modes=True, track_focus=True, depth=3)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from conftest import ROOT
+
 import icl.running.reproduce as rep
 from icl.running.cli import main
 
@@ -51,7 +51,7 @@ def test_golden_waits_for_no_one_a_reproduction_of_ci_holds_the_lock(golden, cap
     finally:
         held.close()
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "another `icl reproduce --profile ci` is running" in err, err
+    assert len(err.splitlines()) == 1 and "another icl run into this folder is running" in err, err
     assert golden.read_bytes() == before
 
 

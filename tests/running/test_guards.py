@@ -6,12 +6,12 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
+
+from icl.core.config import ConfigError, RunConfig
 from icl.running import notebook as nb
 from icl.running import plan
 from icl.running import reproduce as rep
-from icl.core.config import ConfigError, RunConfig
 from icl.running.sweep import expand
 
 HINT = "did you mean 'input_exponent'?"

@@ -14,10 +14,10 @@ from pathlib import Path
 import jupytext
 import nbformat
 import pytest
+from conftest import ROOT
 from jupyter_server.serverapp import ServerApp
 from traitlets.config.loader import JSONFileConfigLoader
 
-from conftest import ROOT
 from icl.running import lab
 
 NAME = "01_easy_linear"

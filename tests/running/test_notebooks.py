@@ -3,7 +3,6 @@ regression can fail."""
 from __future__ import annotations
 
 import ast
-import json
 import os
 import subprocess
 import sys
@@ -12,8 +11,8 @@ from pathlib import Path
 import jupytext
 import nbformat
 import pytest
-
 from conftest import ROOT
+
 from icl.running.reproduce import NOTEBOOKS
 
 SOURCES = sorted((ROOT / "notebooks").glob("*.py"))

@@ -6,10 +6,9 @@ import json
 import os
 import threading
 
-import numpy as np
 import pytest
+from conftest import tiny_config
 
-from conftest import TINY, tiny_config
 import icl.running.reproduce as rep
 from icl.core.config import ConfigError
 from icl.core.train import train_finite
@@ -62,6 +61,32 @@ def test_a_link_to_a_regular_file_is_followed(tmp_path):
     (tmp_path / "link.json").symlink_to("real.json")
     write_json({"b": 2}, tmp_path / "link.json")
     assert (tmp_path / "link.json").is_symlink() and json.loads((tmp_path / "real.json").read_text()) == {"b": 2}
+
+
+def test_dev_stdout_is_written_through_its_descriptor_at_its_offset(tmp_path):
+    """`--json /dev/stdout` resolved to the file behind it: a shell redirect's log was replaced (the
+    lines before lost), and a pipe's /proc entry could not be opened (the JSON went elsewhere)."""
+    log = tmp_path / "run.log"
+    with open(log, "w") as f:
+        f.write("the lines before\n")
+        f.flush()
+        inode = os.stat(log).st_ino
+        write_atomic(f"/dev/fd/{f.fileno()}", '{"a": 1}\n')
+    assert log.read_text() == 'the lines before\n{"a": 1}\n' and os.stat(log).st_ino == inode
+    read, write = os.pipe()
+    try:
+        write_atomic(f"/proc/self/fd/{write}", "through the pipe")
+        assert os.read(read, 100) == b"through the pipe"
+    finally:
+        os.close(read), os.close(write)
+
+
+def test_a_table_goes_beside_a_file_never_beside_a_device_or_a_stream(tmp_path):
+    """`icl bench --json /dev/null` wrote its Markdown table as a new file /dev/null.md."""
+    from icl.running.files import regular_target
+
+    assert regular_target(tmp_path / "bench.json") and regular_target(tmp_path / "not-yet.json")
+    assert not regular_target("/dev/null") and not regular_target("/dev/stdout") and not regular_target("/dev/fd/1")
 
 
 def test_json_into_a_missing_folder_is_refused_in_one_line(tmp_path, capsys):

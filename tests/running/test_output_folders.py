@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 import icl.running.reproduce as rep
 from icl.running import paths, staging
 from icl.running.cli import main

@@ -1,7 +1,8 @@
 """A sweep trains the groups that draw the same batches (one seed's ranks) in one pass, as many as
 fit in a share of memory, and stores what each group gets trained alone."""
-import icl.running.sweep
 from conftest import tiny_config
+
+import icl.running.sweep
 from icl.running.cache import RunCache
 from icl.running.sweep import groups, passes, run_sweep
 

@@ -3,8 +3,8 @@ on two steps, and the scheduler orders notebooks by the work that waits on them.
 import json
 
 import pytest
-
 from conftest import ROOT
+
 from icl.running import plan
 from icl.running import reproduce as rep
 from icl.running.cli import main

@@ -8,9 +8,9 @@ import json
 import re
 from pathlib import Path
 
+from conftest import ROOT
 from markdown_it import MarkdownIt
 
-from conftest import ROOT
 from icl.running.markdown import MAX_CELL
 from icl.running.reproduce import write_report
 

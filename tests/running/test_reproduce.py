@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import ROOT
+
 import icl.running.paths as paths_module
 import icl.running.reproduce as rep
 from icl.running.cli import main
@@ -222,7 +222,7 @@ def test_a_second_reproduction_of_the_same_profile_is_refused(tmp_path, monkeypa
     (tmp_path / "outputs").mkdir()
     held = rep.hold_lock(tmp_path, "ci")
     try:
-        with pytest.raises(rep.ConfigError, match="another `icl reproduce --profile ci` is running"):
+        with pytest.raises(rep.ConfigError, match="another icl run into this folder is running"):
             rep.hold_lock(tmp_path, "ci")
         rep.hold_lock(tmp_path, "quick").close()  # another profile is another folder
     finally:

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ROOT, TINY, tiny_config
 
 import icl.core.train
-from conftest import ROOT, TINY, tiny_config
+from icl.core.config import field_names
+from icl.core.train import DivergenceError, train
 from icl.running.cache import RunCache
 from icl.running.cli import main
-from icl.core.config import field_names
 from icl.running.sweep import expand, run_sweep, runs_of
-from icl.core.train import DivergenceError, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

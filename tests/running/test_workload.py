@@ -1,19 +1,18 @@
 """Jobs too large to be meant (issue 18): `icl train` and `icl sweep` print the estimated time (from
 real training steps timed here) and cache size before training, and refuse more than a day of
 work, or more cache than the disk has free, unless --yes."""
-import json
 import shutil
 from collections import namedtuple
 
 import pytest
-
-import icl.running.sweep
-import icl.core.train
 from conftest import TINY, tiny_config
+
+import icl.core.train
+import icl.running.sweep
+from icl.core.config import RunConfig
 from icl.running import workload
 from icl.running.cache import RunCache
 from icl.running.cli import main
-from icl.core.config import RunConfig
 from icl.running.sweep import groups, run_sweep
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -1,28 +1,24 @@
-"""C kernels for the CPU (icl/core/accel/kernels/*.c): the layers of the controlled model, of context updates
-and of the shared stream, the arithmetic of sampling a batch, and its Gaussian draws (numpy's
-generator and ziggurat, the same bits).
+"""C kernels for the CPU (kernels/*.c): the layers of the controlled model, of context updates and of the
+shared stream, the arithmetic of sampling a batch, and its Gaussian draws (numpy's ziggurat, same bits).
 
-Every context (in the cascades, every (model, context) pair) needs nothing from any other, so a C
-loop runs all of its layers with its states in L1 cache, forming each attention, using it and
-dropping it in one pass (the backward pass recomputes it from two numbers per row, or, for the
-controlled model, needs none: see softmax_ensemble.c). torch's batched kernels do the same
-arithmetic with a Python round trip and a trip through memory per layer and operation, several
-times slower per step (`icl bench`). Gradients are summed over fixed blocks of contexts, and the
-blocks in block order (sum_blocks), so results do not depend on the number of threads.
+No context needs anything from another, so a C loop runs all its layers with its states in L1 cache,
+forming, using and dropping each attention in one pass (the backward pass recomputes it from two numbers
+per row; the controlled model needs none: softmax_ensemble.c). torch does the same arithmetic with a
+Python round trip and a trip through memory per layer and operation, several times slower (`icl bench`).
+Gradients are summed over fixed blocks of contexts in block order (sum_blocks): results do not depend on
+the number of threads.
 
-They are compiled on first use with the system's C compiler (`cc`, or $CC) into a per-user cache
-($ICL_KERNEL_CACHE; where unset or empty, ~/.cache/icl/kernels) with -march=native
-(PORTABLE_FLAGS where the compiler refuses it, or always with ICL_KERNEL_FLAGS=portable: the path
-of a machine without AVX-512), with -fopenmp where the compiler takes it, and called through ctypes. A library built
-with OpenMP splits its contexts among torch's own threads (icl/core/accel/kernels/threads.h); one without
-splits them among Python threads (ctypes releases the GIL).
+Compiled on first use with `cc` (or $CC) into a per-user cache ($ICL_KERNEL_CACHE, else
+~/.cache/icl/kernels) with -march=native (PORTABLE_FLAGS where refused, or with
+ICL_KERNEL_FLAGS=portable), with -fopenmp where taken, and called through ctypes. With OpenMP the
+contexts are split among torch's threads (kernels/threads.h), without it among Python threads (ctypes
+releases the GIL).
 
-Where there is no compiler, on a GPU, for context updates and the shared stream with contexts
-that are not a multiple of 16 tokens, with an attention other than softmax, for a shared stream of
-several heads a layer (`runs_in_kernel`), or with ICL_NATIVE=0 (or a list of the kernels allowed),
-the models train through autograd: the same algebra, several times slower (SLOWER; said once per
-process, with the reason, where the kernels could not be built). Every path is tested against
-icl.core.reference (tests/core/test_reference.py, tests/core/test_native.py).
+Without a compiler, on a GPU, for context updates and the shared stream with contexts that are not a
+multiple of 16 tokens, with another attention than softmax, for a shared stream of several heads a layer
+(`runs_in_kernel`), or with ICL_NATIVE=0 (or a list of the kernels allowed), the models train through
+autograd: the same algebra, SLOWER (said once per process, with the reason, where the kernels could not
+be built). Every path is tested against icl.core.reference (tests/core/test_reference.py, test_native.py).
 """
 from __future__ import annotations
 
@@ -48,7 +44,8 @@ KERNELS = Path(__file__).with_name("kernels")
 FLAGS = ["-O3", "-march=native", "-fPIC", "-shared"]
 PORTABLE_FLAGS = ["-O3", "-fPIC", "-shared"]  # for compilers that know no -march=native
 OPENMP = ["-fopenmp"]  # where the compiler has it (Apple's clang has not): each set is tried with it first
-BUILD = Path(os.environ.get("ICL_KERNEL_CACHE") or Path.home() / ".cache" / "icl" / "kernels").expanduser().absolute()  # ctypes searches the loader's path for a bare name
+# ctypes searches the loader's path for a bare name
+BUILD = Path(os.environ.get("ICL_KERNEL_CACHE") or Path.home() / ".cache" / "icl" / "kernels").expanduser().absolute()
 SLOWER = "3x"  # a step through autograd over the kernels at the quick shapes, 1 thread: 2.7-4.7x (docs/speed.md)
 
 
@@ -67,8 +64,7 @@ def build_flags() -> list[list[str]]:
 
 
 def compiler() -> tuple[str | None, str]:
-    """(the C compiler: $CC, else cc, gcc or clang on PATH; what identifies it in the cache's keys:
-    its resolved path, size and time, so that another or an upgraded compiler builds afresh)."""
+    """($CC, else cc, gcc or clang on PATH; its path, size and time: a new compiler builds afresh)."""
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     path = cc and (shutil.which(cc) or cc)
     try:
@@ -117,8 +113,7 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def _verified(target: Path) -> bool:
-    """Whether `target` holds the bytes written when it was built (its checksum beside it): loading
-    a truncated library dies of a bus error, and another kernel's fails on its first call."""
+    """Whether `target` holds the bytes it was built with (a truncated library dies of a bus error)."""
     try:
         expected = _checksum_path(target).read_text().strip()
     except OSError:  # built before checksums were written, or the build was interrupted: rebuild
@@ -132,12 +127,9 @@ def _verified(target: Path) -> bool:
 
 @cache
 def library(name: str) -> ctypes.CDLL | None:
-    """The compiled kernels of icl/core/accel/kernels/<name>.c, or None where they cannot be built or loaded
-    (said once per process: `fell_back`). The file name holds a hash of what decides the build: the
-    source, the machine, the compiler and the flags (-march=native code is only for the machine it
-    was built on). A library is loaded only once its checksum matches (a damaged one is rebuilt, or
-    skipped where it cannot be); a build that failed leaves a marker under the same hash, so that
-    later processes with that compiler go straight to the next flags, and any other compiler tries."""
+    """The compiled kernels/<name>.c, or None where they cannot be built or loaded (`fell_back`). Its file
+    name hashes the source, machine, compiler and flags; it is loaded only if its checksum matches; a
+    failed build leaves a marker under that hash, so later processes go straight to the next flags."""
     source = KERNELS / f"{name}.c"
     code = b"".join(f.read_bytes() for f in [source, *sorted(KERNELS.glob("*.h"))])
     cc, identity = compiler()
@@ -168,8 +160,7 @@ def library(name: str) -> ctypes.CDLL | None:
 
 
 def fell_back(name: str, why: str) -> None:
-    """Say, once per process and in one line, that the kernels are off, why and what it costs:
-    autograd computes the same numbers, so nothing else would show it but the time."""
+    """Say once per process, in one line, that the kernels are off, why, and what it costs in time."""
     if not _SAID:
         _SAID.append(name)
         print(f"icl: C kernels off (icl/core/accel/kernels/{name}.c: {why}); training runs about {SLOWER} slower through autograd",
@@ -199,10 +190,8 @@ def runs_in_kernel(cfg) -> bool:
 
 
 def in_use(cfg, device: torch.device) -> list[str]:
-    """The kernels a run of this config trains through, with their builds ("softmax_ensemble:native",
-    ...; empty where none). Sampling runs in C for the training batches on the CPU and, on every
-    device, for the held-out sets (drawn on the CPU). The draws' kernel (normal) is not listed: its numbers
-    are numpy's bit for bit, so runs with and without it share their cache entries."""
+    """The kernels a run of this config trains through, with their builds ("softmax_ensemble:native", ...),
+    sampling included (held-out sets are drawn on the CPU); not normal, whose draws are numpy's bits."""
     used = ["sampling"] if usable("sampling", 16) else []
     name = KERNEL_OF.get(cfg.model) if runs_in_kernel(cfg) else None
     if name is not None and device.type == "cpu" and usable(name, cfg.context_length):
