@@ -250,7 +250,7 @@ for ax, sp in zip(axes, s["spectra"]):
         ax, part, "trained (mean ± s.e. over seeds)",
         color=plots.TRAINED,
         fit=fits[tuple(sp)],
-        fit_label="fit L0 + c L^-alpha, L0 = 0",
+        fit_label=r"fit $L_0 + c\,L^{-\alpha}$, $L_0 = 0$",
     )
     r = refs[tuple(sp)]
     for kind, ls in (("repeated", "--"), ("free", ":")):
@@ -270,8 +270,8 @@ for ax, sp in zip(axes, s["spectra"]):
             label=f"population {kind}",
         )
     ax.set_ylim(max(1e-6, 0.3 * part.loss.min()), 2 * max(part.loss.max(), r["mc"]["repeated"][0]))
-    ax.set_title(f"{label(sp)}\nalpha = {fits[tuple(sp)].alpha:.2f}", fontsize=9)
-    ax.set_ylabel("relative loss R_L")
+    ax.set_title(f"{label(sp)}\nα = {fits[tuple(sp)].alpha:.2f}", fontsize=9)
+    ax.set_ylabel("relative loss $R_L$")
 plots.figure_legend(fig)
 depth_png = nb.save_figure(
     s, fig, "loss_vs_depth",
@@ -469,7 +469,7 @@ axes[0].plot(dense, residuals @ weights, "k-", lw=2, label="weighted sum (the lo
 axes[1].plot(s["depths"], means.loc[tuple(mode_spec)].values, "k-", lw=2, label="relative loss")
 for ax, title in zip(axes, ("repeated update, per mode", "trained, per mode")):
     ax.axhline(s["mode_level"], color="grey", ls="--", lw=1, label="mode_level")
-    ax.set(yscale="log", xlabel="depth L", title=title)
+    ax.set(yscale="log", xlabel="depth $L$", title=title)
     plots.depth_axis(ax)
 axes[0].set_ylabel("loss_k / loss_k(no model)")
 axes[0].set_ylim(1e-4, 2)

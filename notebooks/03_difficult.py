@@ -422,9 +422,9 @@ for i, (k, part) in enumerate(key_frame.groupby("key_dim")):
     for term, ls in (("A_L", "--"), ("C_L", ":")):
         t = part.groupby("depth")[term].mean()
         axes[1].plot(
-            t.index, t.values, ls, marker=".", color=plots.COLORS[i], label=f"{term}, key_dim {k}"
+            t.index, t.values, ls, marker=".", color=plots.COLORS[i], label=f"${term}$, key_dim {k}"
         )
-axes[1].set(yscale="log", xlabel="depth L", ylabel="decomposition term")
+axes[1].set(yscale="log", xlabel="depth $L$", ylabel="decomposition term")
 plots.depth_axis(axes[1])
 for ax in axes:
     plots.legend(ax, outside=True)
@@ -477,9 +477,9 @@ for (i, k), (j, (a, b)) in ((ik, jp) for ik in enumerate(key_dims) for jp in enu
         .groupby("depth")[["loss", "A_L", "C_L"]]
         .mean()
     )
-    ax.plot(m.index, m.A_L, "s--", ms=3, color=plots.COLORS[4], label="A_L (individual)")
-    ax.plot(m.index, m.C_L, "^:", ms=3, color=plots.COLORS[3], label="C_L (shared)")
-    ax.plot(m.index, m.loss, "o-", ms=3, color=plots.TRAINED, label="R_L (loss)")
+    ax.plot(m.index, m.A_L, "s--", ms=3, color=plots.COLORS[4], label="$A_L$ (individual)")
+    ax.plot(m.index, m.C_L, "^:", ms=3, color=plots.COLORS[3], label="$C_L$ (shared)")
+    ax.plot(m.index, m.loss, "o-", ms=3, color=plots.TRAINED, label="$R_L$ (loss)")
     ax.axhline(
         table5.set_index(RANKED).loc[(k, a, b), "L0"],
         color="grey",
@@ -489,10 +489,10 @@ for (i, k), (j, (a, b)) in ((ik, jp) for ik in enumerate(key_dims) for jp in enu
     )
     ax.axhline(bnds[(s["top_k"], (a, b), k)]["single"], color="0.35", lw=1, label="softmax bound")
     ax.axhline(0, color="k", lw=0.5)
-    ax.set(xlabel="depth L", title=label((a, b), f", key_dim {k}"))
+    ax.set(xlabel="depth $L$", title=label((a, b), f", key_dim {k}"))
     plots.depth_axis(ax)
     ax.title.set_fontsize(9)
-fig.supylabel("relative error (C_L can be negative)")
+fig.supylabel("relative error ($C_L$ can be negative)")
 plots.figure_legend(fig)
 decomp_png = nb.save_figure(
     s, fig, "decomposition",

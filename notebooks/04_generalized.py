@@ -215,14 +215,15 @@ for a, b in s["spectra"]:
 # %% [markdown]
 # ## Each relaxation against the controlled model
 # One panel per relaxation: the generalised model (colour) and the controlled softmax model at the
-# same settings (grey), with their fits, and the controlled model's bounds: the softmax bound
-# (solid line), the mixture bound (dotted) and the random-subspace curve of the rank (dashed).
+# same settings (grey), each with the fit its verdict reads (the exponent rule's primary model, its
+# alpha in the title), a 1/L tail through the model's floor (dashed black), and the controlled
+# model's bounds: the softmax bound (solid line), the mixture bound (dotted) and the random-subspace
+# curve of the rank (dashed).
 
 # %%
 SWEEP_KEYS = ["model", "top_k", "key_dim", *tables.SPECTRUM]
 KEYS = [(m, k, kd, a, b) for kd in key_dims for m, k in SWEEPS for a, b in s["spectra"]]
 sweep = {key: tables.part_of(df, **dict(zip(SWEEP_KEYS, key))) for key in KEYS}  # one sweep's runs
-fits = {key: tables.fit_depths(sweep[key]) for key in KEYS}
 PANELS = [
     ("shared_stream", 2),
     ("untied_values", 2),
@@ -247,32 +248,24 @@ fig, axes = plt.subplots(
 axes = axes.reshape(len(ROWS), 4)  # each row's four panels as a 2 x 2 block
 for row, (kd, a, b) in zip(axes, ROWS):
     for ax, (m, k) in zip(row, PANELS):
-        soft, model = fits[("softmax", k, kd, a, b)], fits[(m, k, kd, a, b)]
-        plots.loss_vs_depth(
-            ax,
-            sweep[("softmax", k, kd, a, b)],
-            "softmax, same top-k (mean ± s.e. over seeds)", "grey", soft,
-            fit_label="fit L0 + c L^-alpha, all depths",
-        )
-        plots.loss_vs_depth(
-            ax,
-            sweep[(m, k, kd, a, b)],
-            "the panel's model (mean ± s.e. over seeds)", plots.TRAINED, model,
-            shift=0.05,
-            fit_label="fit L0 + c L^-alpha, all depths",
-        )
+        soft, model = sweep[("softmax", k, kd, a, b)], sweep[(m, k, kd, a, b)]
+        plots.loss_vs_depth(ax, soft, "softmax, same top-k (mean ± s.e. over seeds)", "grey")
+        plots.loss_vs_depth(ax, model, "the panel's model (mean ± s.e. over seeds)", plots.TRAINED, shift=0.05)
+        # each with the fit its verdict reads; the model with a 1/L tail through the same floor
+        soft_alpha = plots.verdict_fit(ax, soft, s["dim"], kd, "grey", "softmax: fit a verdict reads", reference=False)
+        model_alpha = plots.verdict_fit(ax, model, s["dim"], kd, plots.TRAINED, "model: fit a verdict reads")
         plots.bounds_lines(ax, bnds[(k, kd, a, b)], depths=s["depths"])
         ax.set_title(
             f"{NAMES[m]}, top-{k}, key_dim {kd}, {plots.spectrum_label(a, b)}\n"
-            f"softmax {plots.verdict_alpha(sweep[('softmax', k, kd, a, b)], s['dim'], kd)}\n"
-            f"model {plots.verdict_alpha(sweep[(m, k, kd, a, b)], s['dim'], kd)}",
+            f"softmax {plots.alpha_text(soft_alpha)}\nmodel {plots.alpha_text(model_alpha)}",
             fontsize=9,
         )
-        ax.set_ylabel("relative loss R_L")
+        ax.set_ylabel("relative loss $R_L$")
 plots.figure_legend(fig)  # one legend for every panel, below them, off the curves
 compare_png = nb.save_figure(
     s, fig, "loss_vs_depth",
-    "Each generalised model's loss against depth beside the controlled softmax model at the same settings, with its bounds.",
+    "Each generalised model's loss against depth beside the controlled softmax model at the same settings, with the fits"
+    " the verdicts read, a 1/L tail and the controlled model's bounds.",
 )
 
 # %% [markdown]
@@ -297,7 +290,7 @@ for row, kd in zip(axes, key_dims):
                 plots.COLORS[i],
                 value=term,
             )
-    for ax, term in zip(row, ("A_L: average individual error", "C_L: shared error")):
+    for ax, term in zip(row, ("$A_L$: average individual error", "$C_L$: shared error")):
         ax.set(ylabel=term, title=f"key_dim {kd}")
 plots.legend(axes[0, 0])
 decomp_png = nb.save_figure(
@@ -335,7 +328,7 @@ for row, kd in zip(axes, key_dims):
         mean_u = t[t.used].groupby("depth").u.mean()
         row[2].plot(mean_u.index, mean_u.values, "o-", color=color, label=f"top-{k}")
     row[2].axhline(rules.PAPER_U, color="grey", ls="--", lw=1, label="paper: −2.3")
-    row[2].set(xlabel="depth L", ylabel="mean u_l over used layers", title=f"key_dim {kd}")
+    row[2].set(xlabel="depth $L$", ylabel="mean u_l over used layers", title=f"key_dim {kd}")
     plots.depth_axis(row[2])
     plots.legend(row[2])
 scalars_png = nb.save_figure(

@@ -238,7 +238,7 @@ for ax, c in zip(axes.flat, cells):
         label="L = lcm(d, k)/k: complementary blocks tile R^d",
     )
     ax.set_ylim(*plots.compared_range(part, b, depths_of[c]))
-    ax.set_ylabel("relative loss R_L")
+    ax.set_ylabel("relative loss $R_L$")
     ax.set_title(c.label(), fontsize=9)
 for ax in axes.flat[len(cells) :]:
     ax.set_visible(False)
@@ -314,7 +314,7 @@ axes[0].axhline(1, color="0.4", lw=1, label="random subspaces' overlap")
 for ax, label in zip(
     axes, ("overlap / random overlap", "coverage error (dashed: random)", "effective rank / d")
 ):
-    ax.set(xlabel="depth L", ylabel=label)
+    ax.set(xlabel="depth $L$", ylabel=label)
     plots.depth_axis(ax)
 plots.figure_legend(fig)
 subspaces_png = nb.save_figure(
@@ -386,7 +386,7 @@ for ax, k in zip(axes[0], s["ablation_key_dims"]):
         ls=(0, (4, 2)),
         label="L = lcm(d, k)/k: complementary blocks tile R^d",
     )
-    ax.set_ylabel("relative loss R_L")
+    ax.set_ylabel("relative loss $R_L$")
     ax.set_title(cell.label(), fontsize=9)
 plots.figure_legend(fig, ncol=2)
 ablation_png = nb.save_figure(

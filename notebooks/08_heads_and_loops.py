@@ -217,7 +217,7 @@ for i, (h, k) in enumerate(((s["stream_heads"], stream_k), (1, d), (1, stream_k)
     if k == stream_k:  # the same label: one legend entry for both panels
         plots.loss_vs_depth(axes[1], part.assign(depth=part.total_heads), f"h = {h}, k = {k} ({hl.parameter_range(part)})",
                             color=plots.COLORS[[0, 3, 4][i]], shift=0.05 * i)
-axes[0].set(xlim=(0.8, 1.25 * max(s["stream_depths"])), xlabel="depth L", ylabel="relative loss R",
+axes[0].set(xlim=(0.8, 1.25 * max(s["stream_depths"])), xlabel="depth $L$", ylabel="relative loss R",
             title=f"shared stream, d = {d}: depth")
 axes[1].set(xlabel="heads in the stack, L·h", ylabel="relative loss R", title="the same stacks against L·h")
 plots.figure_legend(fig)  # below the panels, off the points
@@ -252,7 +252,7 @@ for ax, m in zip(axes[0], s["loop_models"]):
         )
     ax.set(
         xlim=(0.8, 1.25 * max(s["loop_depths"])),
-        xlabel="depth L",
+        xlabel="depth $L$",
         ylabel="relative loss R",
         title=f"{m}, k = {s['loop_key_dim']}",
     )

@@ -111,12 +111,12 @@ def loss_vs_depth(ax, df: pd.DataFrame, label: str, color=None, fit=None, value:
     if fit is not None and getattr(fit, "converged", True):
         L = np.geomspace(s["depth"].min(), s["depth"].max(), 100)
         ax.plot(L, fit.L0 + fit.c * L ** (-fit.alpha), "-", color=color, alpha=0.8,
-                label=fit_label or f"fit, alpha = {fit.alpha:.2f}")
+                label=fit_label or f"fit, α = {fit.alpha:.2f}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     plain_ticks(ax)
-    ax.set_xlabel("depth L")
-    ax.set_ylabel("relative loss  R_L = E[(ŷ - y*)²] / E[y*²]" if value == "loss" else value)
+    ax.set_xlabel("depth $L$")
+    ax.set_ylabel(r"relative loss $R_L = E[(\hat{y} - y^*)^2]\,/\,E[y^{*2}]$" if value == "loss" else value)
 
 
 def depth_axis(ax) -> None:
@@ -208,24 +208,32 @@ def curve_panels(groups: dict[str, list[dict]]):
 
 
 def sweep_with_bounds(ax, part: pd.DataFrame, b: dict, title: str) -> None:
-    """One softmax depth sweep (points over seeds) with the fit a verdict reads (its primary model,
-    `exponents.read_exponent`), a 1/L tail through the same floor and knee to judge it by eye, and its
-    bounds; the exponent in the title, so that a figure of many panels can share one legend."""
+    """One softmax depth sweep (points over seeds) with the fit a verdict reads and a 1/L tail through
+    the same floor (`verdict_fit`), and its bounds; the exponent in the title, so that a figure of many
+    panels can share one legend."""
     loss_vs_depth(ax, part, "trained (mean ± s.e. over seeds)", color=TRAINED)
     bounds_lines(ax, b, depths=sorted(part.depth.unique()))
+    reading = verdict_fit(ax, part, b["config"]["dim"], b["key_dim"], TRAINED)
+    ax.set_title(f"{title}\n{alpha_text(reading)}", fontsize=SMALLEST_FONT + 1)
+    ax.set_ylabel("relative loss $R_L$")
+
+
+def verdict_fit(ax, part: pd.DataFrame, dim: int, key_dim: int, color, label: str = "fit a verdict reads",
+                reference: bool = True) -> dict:
+    """Draw the fit a verdict reads of one sweep (its primary model, `exponents.read_exponent`) and,
+    with `reference`, a 1/L tail through the same floor and knee to judge it by eye; the reading."""
     depths, matrix = seed_matrix(part)
-    m = exponents.knee_depth(b["config"]["dim"], b["key_dim"])
+    m = exponents.knee_depth(dim, key_dim)
     reading = exponents.read_exponent(depths, matrix, m)
-    alpha = reading["alpha"]
-    if alpha is not None:
+    if reading["alpha"] is not None:
         start = 1 if reading["primary"] == "all" else m
         fit = fit_curve(depths[depths >= start], matrix.mean(0)[depths >= start], **exponents.FIT)
         L = np.geomspace(start, depths.max(), 100)
-        ax.plot(L, fit.L0 + fit.c * L ** (-fit.alpha), "-", color=TRAINED, alpha=0.8, label="fit a verdict reads")
-        ax.plot(L, fit.L0 + (fit.predict([start])[0] - fit.L0) * start / L, "--", color="k", lw=0.9,
-                label="1/L through the same floor")
-    ax.set_title(f"{title}\n{alpha_text(reading)}", fontsize=SMALLEST_FONT + 1)
-    ax.set_ylabel("relative loss R_L")
+        ax.plot(L, fit.L0 + fit.c * L ** (-fit.alpha), "-", color=color, alpha=0.8, label=label)
+        if reference:
+            ax.plot(L, fit.L0 + (fit.predict([start])[0] - fit.L0) * start / L, "--", color="k", lw=0.9,
+                    label="1/L through the same floor")
+    return reading
 
 
 def alpha_text(reading: dict) -> str:
@@ -235,12 +243,6 @@ def alpha_text(reading: dict) -> str:
         return "α not identified"
     where = "all L" if reading["primary"] == "all" else f"L ≥ {m}"
     return f"α = {alpha.value:.2f} [{alpha.ci95[0]:.2f}, {alpha.ci95[1]:.2f}], {where}"
-
-
-def verdict_alpha(part: pd.DataFrame, dim: int, key_dim: int) -> str:
-    """`alpha_text` of one sweep (a frame of depth, seed, loss) at width dim and rank key_dim."""
-    depths, matrix = seed_matrix(part)
-    return alpha_text(exponents.read_exponent(depths, matrix, exponents.knee_depth(dim, key_dim)))
 
 
 def sweep_grid(frame: pd.DataFrame, spectra, key_dims, bounds_of: dict, plateau: dict | None = None):
@@ -298,7 +300,7 @@ def relative_to_bound(ax, part: pd.DataFrame, b: dict, color, label: str) -> Non
     ax.plot(m.depth, np.full(len(m), b["mixture"] / b["single"]), ":", lw=1, color=color,
             label="mixture bound (sweep's colour)")
     ax.axhline(1, color=BOUND, lw=1, label="softmax bound")
-    ax.set(xscale="log", yscale="log", xlabel="depth L", ylabel="R_L / softmax bound")
+    ax.set(xscale="log", yscale="log", xlabel="depth $L$", ylabel="$R_L$ / softmax bound")
     depth_axis(ax)
 
 
@@ -331,7 +333,7 @@ def regime_heatmap(sweeps: dict[str, tuple[pd.DataFrame, dict]]):
     ax.set_yticks(range(len(sweeps)), list(sweeps))
     ax.tick_params(length=0)
     ax.grid(False)
-    ax.set(xlabel="depth L", ylabel="sweep")
+    ax.set(xlabel="depth $L$", ylabel="sweep")
     bar = fig.colorbar(image, ax=ax, label="mean loss / softmax bound")
     plain = FuncFormatter(lambda v, _: f"{v:g}")  # 0.5, 2, not 5 x 10^-1
     bar.ax.yaxis.set_major_formatter(plain)

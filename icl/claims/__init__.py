@@ -17,12 +17,65 @@ algebraic identity) is a unit test in tests/, never a check here.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..analysis.exponents import exponent
 from ..analysis.intervals import Estimate
+
+# Each check's name -> the names of the numbers it reads ("case > number" where it reads one case's
+# number only): what the report shows beside a check's mark.
+READS = {
+    "power law": ["R2"], "between references": ["R_L / repeated update"], "depends on spectrum": ["alpha differences"],
+    "runs at their plateau": [],
+    "near zero": ["one-layer loss"], "no depth gain": ["best deeper / one layer"],
+    "focusing": ["attention on match"], "norm growth": ["|Q| |K| end / start"],
+    "settled by depth 2": ["R_2 / plateau"], "matches MC floor": ["plateau / MC floor (S)"],
+    "falls": ["R_deepest / R_1", "R_deepest / R_ref"], "alpha near 1": ["alpha"],
+    "inverse-depth decay": ["alpha (primary model)", "R_deepest / R_1", "R_deepest / R_ref"],
+    "joint inverse-depth decay": ["top-2 > alpha (primary model)", "top-2 > R_deepest / R_1"],
+    "floor below linear": ["floor / linear plateau"],
+    "shared error -> floor": ["gamma"], "disagreement -> constant": ["disagreement slope"],
+    "strong modes first (training)": ["learning order L=1", "learning order L=32"],
+    "weak modes need depth": ["strongest mode by depth 4", "weakest mode by depth 4"],
+    "softmax collapses": ["softmax spread / linear spread"], "linear strong first": ["linear half-fall margin (steps)"],
+    "A, C level off": ["A_L change", "C_L change"],
+    "top-2 inverse-depth signal": ["top-2 > alpha (primary model)", "top-2 > R_deepest / R_ref"],
+    "top-16 stops improving": ["top-16 > R_deepest / R_ref"], "top-2 u varies with depth": ["top-2 > u span"],
+    "top-16 u constant": ["top-16 > u span"], "top-16 u near -2.3": ["top-16 > u mean"],
+    "attention: top-2 identity, top-16 broad": ["top-2 > self mass", "top-16 > self mass"],
+    "upper tail cut": ["p90 deepest / depth 1", "p99 deepest / depth 1"], "depth 1 better at p1": ["p1 deepest / depth 1"],
+    "joint alpha near 1": ["top-2 > alpha"], "top-16 deviates more": ["mean |alpha - 1|, top-16 minus top-2"],
+    "cells within the tolerance": ["R_1 / softmax bound", "largest |R_L / baseline_L - 1|"],
+    "flat with depth": ["R_deepest / R_1"], "not below the mixture bound": ["R_deepest / mixture bound"],
+    "half the gap to the bound closed": ["gap to the bound closed"],
+    "overlap below random at L = m": ["excess overlap / random's at L = m"], "even coverage from L = m on": ["coverage error / random"],
+    "frozen tiling matches the trained stack": ["tiled / trained"], "frozen random subspaces are worse": ["random / tiled"],
+    "shared stream, matched L h, same loss": ["largest |R(L, h) / R(L h, 1) - 1|, shared stream"],
+    "one layer of d/k heads captures the gain": ["share captured by one layer"],
+    "heads track the complementary baseline": ["largest |R / complementary - 1|"],
+    "h k = d: depth buys little": ["gain from depth, h k = d"],
+    "less than a single rank-limited head gains": ["gain / one rank-d/h head's gain"],
+    "one layer of heads matches one full-rank head": ["R_1 / one rank-d head's R_1"],
+    "looped stacks keep the gain": ["looped / untied gain, shared_stream", "looped / untied gain, context_updates"],
+}
+
+INTRO = ("Each claim of the paper in our words (C1–C10) and of our own regime map, mechanism, heads and loops "
+         "(R1–R9), with the verdict under the criterion its notebook states before the numbers are computed. A "
+         "number is given as value [95 % interval over seeds]; ✓ a check holds, ✗ it fails.\n\n")
+DECIDED_BY = ("*Decided by*: the claim's core check, the one that carries its statement (not reproduced when it "
+              "fails, partly reproduced when it holds and a secondary check does not); for a claim judged at several "
+              "ranks k, at the first rank where it is not reproduced. The numbers are those the check reads: value "
+              "[95 % interval over seeds], the smallest to the largest where it reads several.")
+
+
+def claim_order(c: dict) -> tuple:
+    """C1 < C2 < ... < C6a < C6b < ... < C10: by number, then by the letter after it."""
+    m = re.fullmatch(r"C(\d+)(\w*)", c["id"])
+    return (int(m.group(1)), m.group(2)) if m else (10**6, c["id"])
+
 
 STATUSES = ("reproduced", "partly reproduced", "not reproduced", "inconclusive")
 DECIDED = STATUSES[:3]

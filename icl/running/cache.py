@@ -254,6 +254,8 @@ class RunCache:
     def write(self, path: Path, entry: dict) -> None:
         """Write `entry` as JSON to `path` atomically (temporary file, fsync, rename), 0644."""
         self._mkdirs(path.parent)
+        if path.is_symlink() or (path.exists() and not path.is_file() and not path.is_dir()):
+            path.unlink()  # an entry's slot: a link or a pipe there (read as corrupt) is replaced, never written through
         write_atomic(path, json.dumps(entry), FILE_MODE)  # readers see the old file or the whole new one
 
     def _mkdirs(self, folder: Path) -> None:

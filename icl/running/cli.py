@@ -48,7 +48,6 @@ def check_output_path(path: str | None, flag: str = "--json", need: int = 0, yes
     `need` bytes (unless `yes`): checked before training, so no result is lost."""
     if path is None or path == "-":
         return
-
     if not path.strip():
         raise ConfigError(f"{flag}: an empty path; give a file path (or '-' for standard output)")
     target = Path(path)
@@ -75,9 +74,11 @@ def check_output_path(path: str | None, flag: str = "--json", need: int = 0, yes
 
 
 def check_cache_path(path: str | None) -> None:
-    """ConfigError for an empty --cache: Path("") is the working directory, which would fill with key folders."""
-    if path is not None and not path.strip():
-        raise ConfigError("--cache: an empty path; give a folder (e.g. outputs/runs)")
+    """ConfigError for an empty --cache (Path("") is the working directory, which would fill with key
+    folders) or one that names a file (each entry would read as damaged before the refusal)."""
+    if path is not None and (not path.strip() or (os.path.exists(path) and not os.path.isdir(path))):
+        raise ConfigError(f"--cache: {'an empty path' if not path.strip() else f'{path} is a file'}; give a folder "
+                          "(e.g. outputs/runs)")
 
 
 def write_json(obj, path: str, what: str = "the result") -> bool:
@@ -274,8 +275,6 @@ def run_bound(args) -> int:
     return 0
 
 
-# ---------------------------------------------------------------- `python -m icl judge`
-
 CURVES_LIMIT = 64 * 2**20  # bytes of a curves file: millions of rows, far more than any sweep
 
 
@@ -325,7 +324,7 @@ def run_judge(args) -> int:
     out = judge(read_curves(args.curves), args.dim, args.key_dim)
     if args.json and not write_json(out, args.json, "the verdict"):
         return 1
-    interval = lambda e: f"{e['value']:.3g}" + (f" [{e['ci95'][0]:.3g}, {e['ci95'][1]:.3g}]" if e["ci95"] else "")  # noqa: E731
+    interval = lambda e: f"{e['value']:.3g}" + (f" [{e['ci95'][0]:.3g}, {e['ci95'][1]:.3g}]" if e["ci95"] else "")
     alpha = interval(out["alpha"]) if out["alpha"] else f"not identified ({out['problem']})"
     others = ", ".join(f"{name} {interval(e)}" for name, e in out["sensitivity"].items())
     print(f"inverse-depth decay (C4's core): {out['status']}\n  alpha {alpha}, primary model {out['primary']} "
@@ -360,8 +359,7 @@ def handler(name: str, module: str):
     return mod.add_arguments, mod.run
 
 
-# Errors about the file system that say all there is to say in one line.
-FILE_ERRORS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT)
+FILE_ERRORS = (errno.EACCES, errno.EPERM, errno.EROFS)  # file-system errors whose one line says it all
 MAX_ERROR = 1_000  # characters of an error line: the messages bound each value they show (config.excerpt)
 
 
@@ -381,8 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except OSError as err:  # a file icl could not create or read (a read-only checkout): no traceback
         if disk_full(err):  # wherever it struck, with or without a file name
-            where = f" (writing {err.filename})" if err.filename else ""
-            print(f"icl: error: {DISK_FULL}{where}", file=sys.stderr)
+            print(f"icl: error: {DISK_FULL}" + (f" (writing {err.filename})" if err.filename else ""), file=sys.stderr)
             return 2
         if err.filename is None or err.errno not in FILE_ERRORS:
             raise
@@ -399,6 +396,5 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def run() -> None:
-    """The `icl` console command."""
+def run() -> None:  # the `icl` console command ([project.scripts])
     sys.exit(main())

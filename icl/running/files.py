@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..core.config import ConfigError
 from .workload import ENTRY_BYTES, result_floats
 
 FILE_MODE = 0o644  # readable by everyone, as a shared cache and a results folder must be
@@ -69,9 +70,8 @@ def read_regular(path: Path, limit: int, errors: str = "strict") -> str:
 
 
 def stream_fd(path) -> int | None:
-    """The descriptor that /dev/stdout, /dev/stderr, /dev/fd/N or /proc/self/fd/N names, else None:
-    written through the descriptor itself, never through the file it resolves to (a redirect's log
-    would be replaced, a pipe's /proc entry cannot be opened)."""
+    """The descriptor /dev/stdout, /dev/stderr, /dev/fd/N or /proc/self/fd/N names, else None: written through
+    itself, never through the file it resolves to (a redirect's log replaced, a pipe's /proc entry unopenable)."""
     text = os.path.normpath(str(path))
     named = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
     if text in named:
@@ -117,6 +117,17 @@ def write_atomic(path: str | os.PathLike, text: str, mode: int = FILE_MODE) -> N
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def write_own(path: Path, text: str) -> None:
+    """One of icl's own files in an output folder (a report, claims.json, timings.json): a link or a pipe
+    there is refused in one line, never written through (a link to a user's file would overwrite it)."""
+    path = Path(path)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        what = "a link" if path.is_symlink() else "not a regular file"
+        raise ConfigError(f"{path}: icl writes its own file here, and this is {what}; nothing was written "
+                          "through it: move it away and run again")
+    write_atomic(path, text)
 
 
 def fallback_folders() -> list[tuple[Path, str]]:

@@ -63,8 +63,7 @@ def _listed_once(model: dict) -> dict:
 
 
 class NotebooksOnce(AsyncTextFileContentsManager):
-    """jupytext's contents manager (it pairs .py and .ipynb), whose listing of NOTEBOOKS shows each
-    notebook once."""
+    """jupytext's contents manager (it pairs .py and .ipynb) listing each notebook of NOTEBOOKS once."""
 
     async def get(self, path, content=True, type=None, format=None, **kwargs):
         model = await super().get(path, content=content, type=type, format=format, **kwargs)

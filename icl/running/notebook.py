@@ -212,8 +212,8 @@ def _config_errors_in_one_line() -> None:
 
 
 def save_figure(s: Settings, fig, name: str, caption: str) -> str:
-    """PNG (for the README and the notebook) and PDF (for print), both carrying the one-sentence
-    caption; in a notebook the figure is shown with the caption under it. Returns the PNG's repo path."""
+    """PNG (README, notebook) and PDF (print), both carrying the one-sentence caption, shown under the
+    figure in a notebook; the PNG's repo path."""
     import warnings  # matplotlib only where a figure is saved: importing icl.running.notebook stays light
 
     import matplotlib.pyplot as plt

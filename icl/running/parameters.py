@@ -55,7 +55,9 @@ def notebook_parameters(root: Path, profile: str, name: str, device: str | None,
     command-line overrides that the notebook declares. Its outputs go to the profile's folder
     (outputs/ for quick, outputs/<profile>/ otherwise); the notebook's own default, for a run
     outside `icl reproduce`, is a scratch folder."""
-    params = {"output_dir": f"{profile_root(profile)}/{name}", **read_yaml(root / "params" / profile / f"{name}.yaml")}
+    # a profile file holds only what differs from the notebook's defaults: quick's may set nothing
+    profile_values = read_yaml(root / "params" / profile / f"{name}.yaml", may_be_empty=True)
+    params = {"output_dir": f"{profile_root(profile)}/{name}", **profile_values}
     declared = declared_parameters(root, name)
     if device and "device" in declared:  # notebooks that train nothing take no device
         params["device"] = device

@@ -11,63 +11,30 @@ import re
 import time
 from pathlib import Path
 
+from .. import claims
 from ..claims import headline
 from ..core.config import ConfigError
 from . import claim_report, paths, summary
-from .files import provenance, write_atomic
+from .files import NotAnEntry, provenance, read_regular, write_own
 from .markdown import escape
 from .parameters import NOTEBOOKS, PROFILES, profile_root
 from .paths import repo_root
-from .staging import readable_timings
+from .staging import TIMINGS_LIMIT, readable_timings
 
 REGIMES = "06_regimes"
 
 
 def regime_section(base: Path) -> str:
     """What a reader should see first: the bound, where inverse-depth decay appears, the full-rank
-    result and the regime figure, in numbers from notebook 06 (empty if it has not run)."""
-    data = headline.results(base, REGIMES)
-    if data is None:
+    result (`headline.regime_story`), the regime figure and its table (empty if notebook 06 has not run)."""
+    story = headline.regime_story(base)
+    if not story:
         return ""
-    import pandas as pd
-
-    rows = data["numbers"]["regimes"]
-    table = pd.DataFrame(rows)
-    full, limited = table[table.key_dim == table.dim], table[table.key_dim < table.dim]
-    lines = ["## Why depth helps softmax attention here, and where it does not\n",
-             "The *softmax bound* is the best isotropic softmax of the cosine, "
-             "f_β = Σ_μ softmax_μ(β cos(x_q, x_μ)) y_μ with the best β and readout; the *mixture bound* is the best "
-             "non-negative combination of such softmaxes over many β, which caps any ensemble of isotropic layers. "
-             "Both are computed from the task alone (`icl.analysis.bounds`). Notebook 06 trains the controlled softmax model "
-             "in every cell below and sets it against them.\n"]
-    if len(full):
-        gap = (1 - full.R_deepest / full.R_1)
-        lines.append(f"- **Full rank** (k = d, {len(full)} cells): one layer is within "
-                     f"{_pct((full.R_1 / full.single_bound - 1).abs().max())} of the softmax bound; the deepest model "
-                     f"is at most {_pct(gap.max())} below one layer, and the mixture bound is only "
-                     f"{_pct((1 - full.mixture_bound / full.single_bound).max())} below the softmax bound.")
-    if len(limited):
-        ratio = limited.R_deepest / limited.single_bound
-        alpha = limited.get("alpha_primary", pd.Series(dtype=float)).dropna()  # the exponent R3's verdict reads
-        read = (f"the exponent R3 reads from {alpha.min():.2f} to {alpha.max():.2f}" if len(alpha) else "no exponent identified") + \
-            (f" (not identified in {len(limited) - len(alpha)})" if 0 < len(alpha) < len(limited) else "")
-        lines.append(f"- **Rank-limited** (k < d, {len(limited)} cells): the loss falls from R_1 = "
-                     f"{limited.R_1.min():.3f}–{limited.R_1.max():.3f} to R_deepest = {limited.R_deepest.min():.3f}–"
-                     f"{limited.R_deepest.max():.3f}, {read}; "
-                     f"the deepest models end at {ratio.min():.2f}–{ratio.max():.2f} × the softmax bound (claim R3).")
-    beats = table[table.deep_beats_single]
-    lines.append(f"- A deep model beat the best single layer of its (d, P) in {len(beats)} of {len(table)} cells"
-                 + (": " + ", ".join(f"d={r.dim}, P={r.context_length}, k={r.key_dim} "
-                                     f"({_pct(1 - r.R_deepest / r.best_single_layer)})" for r in beats.itertuples())
-                    if len(beats) else "") + ".\n")
-    lines.append(figure(base, f"{REGIMES}/regime_map.png", "regime map"))
-    lines.append(headline.regime_table(base))
-    return "\n".join(lines) + "\n"
+    return "\n".join([story, figure(base, f"{REGIMES}/regime_map.png", "regime map"), headline.regime_table(base)]) + "\n"
 
 
 def figure(base: Path, png: str, alt: str) -> str:
-    """A figure of `base` embedded in the report, with the caption its notebook saved in it
-    (`plots.save`) in italics under it."""
+    """A figure of `base` in the report, with the caption its notebook saved in it (`plots.save`) under it."""
     from PIL import Image  # matplotlib's own dependency, loaded only here
 
     try:
@@ -76,10 +43,6 @@ def figure(base: Path, png: str, alt: str) -> str:
     except OSError:  # not there (yet): the link says so when it is followed
         caption = ""
     return f"![{alt}]({png})\n" + (f"\n*{escape(caption)}*\n" if caption else "")
-
-
-def _pct(x: float) -> str:
-    return f"{100 * float(x):.1f} %"
 
 
 # ---------------------------------------------------------------- the report
@@ -100,14 +63,11 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
             rows += [{**c, "notebook": name} for c in data.get("claims", [])]
         elif (base / name / "results.json").exists():
             unreadable.append(name)
-    rows.sort(key=claim_order)
-    write_atomic(base / "claims.json", json.dumps({"provenance": provenance(), "claims": rows}, indent=1))
+    rows.sort(key=claims.claim_order)
+    write_own(base / "claims.json", json.dumps({"provenance": provenance(), "claims": rows}, indent=1))
     times = read_times(base / "timings.json")
     pipeline_only = profile == "ci" or "smoke" in base.parts  # `--smoke` writes under outputs/smoke/PROFILE
-    text = ((PIPELINE_ONLY if pipeline_only else "") + f"# Reproduction report ({profile} profile)\n\n"
-            "Each claim of the paper in our words (C1–C10) and of our own regime map, mechanism, heads and loops (R1–R9), "
-            "with the verdict under the criterion its notebook states before the numbers are computed. A number "
-            "is given as value [95 % interval over seeds]; ✓ a check holds, ✗ it fails.\n\n"
+    text = ((PIPELINE_ONLY if pipeline_only else "") + f"# Reproduction report ({profile} profile)\n\n" + claims.INTRO
             + failure_lines(times) + unreadable_lines(unreadable)
             + (the_answer(root, base) if not pipeline_only else "") + claims_at_a_glance(rows, root, base)
             + headline.alpha_answer(base)
@@ -117,7 +77,7 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
             + ("## Each claim\n\n" + "\n".join(claim_report.section(c, root, base) for c in rows) if rows else "")
             + "".join(included(root / "docs" / page) for page in ("limits.md", "history.md"))
             + timing_line(times))
-    write_atomic(base / "REPORT.md", text)
+    write_own(base / "REPORT.md", text)
     if base.resolve() == (root / "outputs").resolve():  # the committed quick-profile outputs: the README shows them
         summary.update_readme(root, summary.readme_block(root, base, rows))
     return base / "REPORT.md"
@@ -140,7 +100,7 @@ def claims_at_a_glance(rows: list[dict], root: Path, base: Path) -> str:
     if not rows:
         return "No results yet: run `make reproduce`.\n\n"
     return ("## The claims at a glance\n\n" + claim_report.compact_table(rows, root, base, base) + "\n"
-            + claim_report.DECIDED_BY + "\n\n")
+            + claims.DECIDED_BY + "\n\n")
 
 
 def included(page: Path) -> str:
@@ -195,9 +155,9 @@ def failure_lines(times: dict) -> str:
 def read_times(path: Path) -> dict:
     """timings.json, or nothing where it is missing or cannot be read (`staging.readable_timings`
     names and removes such a file before a run or `icl report`): the times never cost the report."""
-    try:
-        times = json.loads(path.read_text())
-    except (OSError, ValueError):
+    try:  # through the one non-blocking reader: a named pipe or /dev/zero there is no file to wait on
+        times = json.loads(read_regular(path, TIMINGS_LIMIT))
+    except (OSError, ValueError, NotAnEntry):
         return {}
     return times if isinstance(times, dict) and all(isinstance(t, dict) for t in times.values()) else {}
 
@@ -209,22 +169,16 @@ def unreadable_lines(names: list[str]) -> str:
     return "".join(lines) + ("\n" if lines else "")
 
 
-def claim_order(c: dict) -> tuple:
-    """C1 < C2 < ... < C6a < C6b < ... < C10: by number, then by the letter after it."""
-    m = re.fullmatch(r"C(\d+)(\w*)", c["id"])
-    return (int(m.group(1)), m.group(2)) if m else (10**6, c["id"])
-
-
 def record_times(base: Path, times: dict, seconds: float, jobs: int) -> None:
     """timings.json: each notebook's last wall time, runs trained and status (notebooks not run this
     time keep their entries), and the whole run's wall time under report.TOTAL."""
     path = base / "timings.json"
-    old = json.loads(path.read_text()) if path.exists() else {}
+    old = read_times(path)
     keep = ("seconds", "runs_trained", "status", "error", "log")
     total = {"seconds": round(seconds, 1), "jobs": jobs, "notebooks": sorted(times),
              "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "provenance": provenance()}
     now = {n: {k: t[k] for k in keep if k in t} for n, t in times.items()}
-    write_atomic(path, json.dumps({**old, **now, TOTAL: total}, indent=1))
+    write_own(path, json.dumps({**old, **now, TOTAL: total}, indent=1))
 
 
 def profile_report(root: Path, profile: str, base: Path | None = None) -> Path:

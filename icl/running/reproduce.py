@@ -18,14 +18,14 @@ import re
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ..core.config import EXCERPT, ConfigError, excerpt
 from ..core.suggest import did_you_mean
 from ..core.train import resolve_device
 from . import paths, plan, processes
-from .files import DISK_FULL, disk_full
+from .files import DISK_FULL, NotAnEntry, disk_full, read_regular
 from .parameters import NEEDS, NOTEBOOKS, PROFILES, check_parameters, declared_parameters, notebook_parameters, profile_root
 from .paths import repo_root
 from .plan import SMOKE
@@ -129,6 +129,7 @@ def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
     where["stored"].unlink(missing_ok=True)
     result["runs_trained"] = len(stored) if params.get("cache_dir") else None
     if result["status"] == "ok":
+        result["warnings"] = kernel_warnings(kernel_log)
         kernel_log.unlink(missing_ok=True)
         publish(root, where)
     else:
@@ -158,15 +159,22 @@ def kernel_environment(env: dict, kernel_log: Path):
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
 
+def kernel_warnings(kernel_log: Path) -> list[str]:
+    """icl's warnings (runs the cache could not take, say) among what a notebook's kernel wrote to
+    standard error, each once: shown in the terminal, not only in the executed notebook."""
+    try:
+        text = read_regular(kernel_log, 2**20, errors="replace")
+    except (OSError, NotAnEntry):
+        return []
+    return list(dict.fromkeys(line for line in text.splitlines() if line.startswith("icl: warning:")))
+
+
 def write_log(path: Path, text: str) -> None:
     """The notebook's traceback, then what its kernel wrote to standard error."""
     kernel = path.with_suffix(".kernel.log")
     extra = kernel.read_text(errors="replace") if kernel.exists() else ""
-    try:
+    with suppress(OSError):  # a full disk: the run's one-line error still reaches the terminal
         path.write_text(re.sub(r"\x1b\[[0-9;]*m", "", text + ("\n--- kernel's standard error ---\n" + extra if extra else "")))
-    except OSError as err:  # a full disk: the one-line error still reaches the terminal
-        if not disk_full(err):
-            raise
 
 
 def hold_lock(root: Path, profile: str):
@@ -240,6 +248,8 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
                     trained = "no run cache" if r["runs_trained"] is None else f"{r['runs_trained']} runs trained"
                     out = Path(params[n]["output_dir"]) / f"{n}.ipynb"
                     log(f"[{number[n]}/{len(names)}] {n} done in {r['seconds']:.0f} s ({trained}) -> {out}")
+                    for line in r.get("warnings", []):  # said inside the kernel: a full cache, say
+                        log(f"[{number[n]}/{len(names)}] {n}: {line}")
                 else:
                     log(f"[{number[n]}/{len(names)}] {n} FAILED after {r['seconds']:.0f} s: {r['error']}")
     finally:
@@ -298,7 +308,11 @@ def run(args) -> int:
     try:
         times = run_all(root, args.profile, names, args.device, args.jobs, overrides, log=say, own=own, yes=args.yes)
     except KeyboardInterrupt:
-        say("icl: interrupted; the outputs of unfinished notebooks were left as they were")
+        base = report_folder(root, where, overrides)
+        if base is not None:  # notebooks that finished were published: the report says what is there now
+            write_report(root, args.profile, base)
+        say("icl: interrupted; the outputs of unfinished notebooks were left as they were"
+            + ("; the report was rewritten from the published ones" if base is not None else ""))
         return 130
     base, seconds = report_folder(root, where, overrides), time.perf_counter() - start
     if base is None:

@@ -82,8 +82,9 @@ def load_yaml(text: str, source: str):
         loader.dispose()
 
 
-def read_yaml(path: str | Path) -> dict:
-    """A YAML mapping, read with load_yaml; a missing, oversized or malformed file is a ConfigError."""
+def read_yaml(path: str | Path, may_be_empty: bool = False) -> dict:
+    """A YAML mapping, read with load_yaml; a missing, oversized or malformed file is a ConfigError,
+    and so is one that sets nothing unless it `may_be_empty` (a profile equal to the defaults)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such parameter file")
@@ -98,6 +99,8 @@ def read_yaml(path: str | Path) -> dict:
     if "\0" in text:
         raise ConfigError(f"{path}: not a text file (a NUL byte at offset {text.index(chr(0))}); a parameter file is YAML text")
     data = load_yaml(text, str(path))
+    if (data is None or data == {}) and may_be_empty:
+        return {}
     if data is None or data == {}:
         raise ConfigError(f"{path}: the file sets nothing; a parameter file must set at least one key "
                           "(e.g. model, depths; see --help)")

@@ -83,21 +83,22 @@ def test_committed_executed_notebooks_hold_no_machine_paths(py):
                 assert not Path(meta.get(key) or "").is_absolute(), f"{path.relative_to(ROOT)}: absolute {key}"
 
 
-@pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
-def test_notebook_defaults_are_the_quick_profile(py):
-    """Plain papermill (no -f) and `make reproduce` run the same experiment."""
-    import ast
+PROFILE_FILES = sorted(p for p in (ROOT / "params").glob("*/*.yaml") if p.parent.name != "sweeps")
 
-    import papermill
-    import yaml
 
-    declared = papermill.inspect_notebook(str(py.with_suffix(".ipynb")))
-    quick = yaml.safe_load((ROOT / "params" / "quick" / f"{py.stem}.yaml").read_text())
-    for key, value in quick.items():
-        assert key in declared, f"params/quick/{py.stem}.yaml sets {key!r}, which is not a parameter"
-        if key not in BOOKKEEPING:
-            default = ast.literal_eval(declared[key]["default"])
-            assert default == value, f"{py.stem}: default {key} = {default!r}, quick profile {value!r}"
+@pytest.mark.parametrize("path", PROFILE_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_a_profile_file_holds_only_what_differs_from_the_notebooks_defaults(path):
+    """One copy of each value: the notebook's parameters cell holds the defaults (the quick profile),
+    a profile file what differs. Quick's sets only bookkeeping, so that plain papermill (no -f) and
+    `make reproduce` run the same experiment."""
+    from icl.running.parameters import declared_parameters
+    from icl.running.sweep import read_yaml
+
+    declared = declared_parameters(ROOT, path.stem)
+    for key, value in read_yaml(path, may_be_empty=True).items():
+        assert key in declared, f"{path.relative_to(ROOT)} sets {key!r}, which is not a parameter"
+        assert value != declared[key], f"{path.relative_to(ROOT)}: {key} = {value!r} is the notebook's default; leave it out"
+        assert path.parent.name != "quick" or key in BOOKKEEPING, f"{path.relative_to(ROOT)}: {key} changes the experiment"
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "params").rglob("*.yaml")), ids=lambda p: str(p.relative_to(ROOT / "params")))

@@ -172,6 +172,78 @@ def test_an_unreadable_timings_file_is_left_by_report(tmp_path):
     assert path.read_text() == "<<<<<<< HEAD" and "left as it is" in said[0]
 
 
+def test_report_reads_timings_through_the_non_blocking_reader(tmp_path):
+    """A named pipe as timings.json hung `icl report` (after saying it was left alone), and a link to
+    /dev/zero read until memory ran out."""
+    from icl.running.report import read_times
+
+    os.mkfifo(tmp_path / "timings.json")
+    (tmp_path / "zero").mkdir()
+    (tmp_path / "zero" / "timings.json").symlink_to("/dev/zero")
+    done = []
+    reader = threading.Thread(target=lambda: done.append((read_times(tmp_path / "timings.json"),
+                                                          read_times(tmp_path / "zero" / "timings.json"))), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert done == [({}, {})]
+
+
+def test_a_link_or_a_pipe_in_an_entrys_place_is_replaced_by_the_entry(tmp_path):
+    """A cache entry that was a link to /dev/null: the recomputed run was written through it into
+    /dev/null, never stored, and recomputed on every rerun."""
+    cache = RunCache(tmp_path / "cache")
+    cfg = tiny_config()
+    path = cache.path(cfg)
+    path.parent.mkdir(parents=True)
+    path.symlink_to("/dev/null")
+    cache.store(cfg, {"final_loss": 0.5})
+    assert not path.is_symlink() and json.loads(path.read_text())["result"] == {"final_loss": 0.5}
+    path.unlink()
+    os.mkfifo(path)
+    cache.store(cfg, {"final_loss": 0.5})
+    assert path.is_file()
+
+
+def test_a_link_where_the_report_goes_is_refused_and_its_target_kept(clone, capsys, tmp_path):
+    """outputs/ci/claims.json, a link to a user's file outside outputs/: `icl report` overwrote that file."""
+    root = clone / "outputs" / "ci"
+    paths.make_own(root, paths.RUN_ROOT, "ci")
+    (root / "claims.json").symlink_to(tmp_path / "precious" / "thesis.tex")
+    err = one_line(capsys, ["report", "--profile", "ci"])
+    assert "this is a link" in err, err
+    assert (tmp_path / "precious" / "thesis.tex").read_text() == "mine"
+
+
+def test_a_cache_that_is_a_file_is_refused_before_any_entry_is_read(tmp_path):
+    """`--cache FILE` printed an entry "corrupt ... recomputing" line per run before the refusal."""
+    from icl.running.cli import check_cache_path
+
+    (tmp_path / "cachefile").write_text("mine")
+    with pytest.raises(ConfigError, match="is a file"):
+        check_cache_path(str(tmp_path / "cachefile"))
+
+
+def test_a_kernels_warnings_reach_the_terminal_once(tmp_path):
+    """Runs a full cache could not take were said only inside the executed notebook."""
+    log = tmp_path / "k.log"
+    line = "icl: warning: 2 finished run(s) could not be written to the cache (No space left on device); ..."
+    log.write_text(f"some library's chatter\n{line}\n{line}\n")
+    assert rep.kernel_warnings(log) == [line] and rep.kernel_warnings(tmp_path / "none.log") == []
+
+
+def test_an_interrupted_reproduce_rewrites_the_report_from_what_it_published(clone, capsys, monkeypatch):
+    """A SIGINT to reproduce's main process published the notebooks that finished and left REPORT.md,
+    claims.json and the README describing the run before."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    written = []
+    monkeypatch.setattr(rep, "run_all", interrupted)
+    monkeypatch.setattr(rep, "write_report", lambda root, profile, base: written.append(base))
+    assert main(["reproduce", "--profile", "ci", "--only", "02_easy_nonlinear", "--jobs", "1"]) == 130
+    assert written == [clone / "outputs" / "ci"] and "report was rewritten" in capsys.readouterr().err
+
+
 # --- one lock per output folder -------------------------------------------------------------
 
 
@@ -201,7 +273,7 @@ def test_a_full_disk_anywhere_in_a_command_is_one_line(clone, capsys, monkeypatc
     import icl.running.report as report
 
     paths.make_own(clone / "outputs" / "ci", paths.RUN_ROOT, "ci")  # a run root, as reproduce leaves it
-    monkeypatch.setattr(report, "write_atomic", no_space)
+    monkeypatch.setattr(report, "write_own", no_space)
     err = one_line(capsys, ["report", "--profile", "ci"])
     assert "no space left on the disk" in err and "stays whole" in err
 
