@@ -55,10 +55,10 @@ def notebook_parameters(root: Path, profile: str, name: str, device: str | None,
     command-line overrides that the notebook declares. Its outputs go to the profile's folder
     (outputs/ for quick, outputs/<profile>/ otherwise); the notebook's own default, for a run
     outside `icl reproduce`, is a scratch folder."""
-    # a profile file holds only what differs from the notebook's defaults: quick's may set nothing
-    profile_values = read_yaml(root / "params" / profile / f"{name}.yaml", may_be_empty=True)
-    params = {"output_dir": f"{profile_root(profile)}/{name}", **profile_values}
+    # the notebook's defaults, then its profile file's values (only what differs: quick's may set nothing)
     declared = declared_parameters(root, name)
+    params = {**{k: v for k, v in declared.items() if v is not NOT_LITERAL}, "output_dir": f"{profile_root(profile)}/{name}",
+              **read_yaml(root / "params" / profile / f"{name}.yaml", may_be_empty=True)}
     if device and "device" in declared:  # notebooks that train nothing take no device
         params["device"] = device
     if threads and "threads" in declared:
