@@ -61,9 +61,9 @@ def test_the_generalised_notebooks_runs_are_never_refused(profile, limit_gib):
     """Notebook 04's deepest groups at the quick profile fit a laptop of 8 GiB (P = 64 and depth 64
     since the C kernels: the largest, 2.3 GiB, is the evaluation's stored context attention), the
     paper's a GPU."""
-    import yaml
+    from icl.running.parameters import notebook_parameters  # the notebook's defaults, then its profile's values
 
-    p = yaml.safe_load((ROOT / "params" / profile / "04_generalized.yaml").read_text())
+    p = notebook_parameters(ROOT, profile, "04_generalized", None)
     sizes = {k: p[k] for k in ("dim", "context_length", "batch_size", "eval_contexts")}
     for key_dim in p["key_dims"]:
         for model, depths in [("softmax", p["depths"]), ("shared_stream", p["depths"]), ("context_updates", p["context_depths"])]:
