@@ -66,7 +66,7 @@ test: install ## unit tests, then nbval on tests/golden/*.ipynb, here and as on 
 	$(TESTENV) $(NBVAL)
 	$(TESTENV) $(SECOND_CPU) $(NBVAL)
 
-test-fast: install ## the unit tests that start no process and train for no more than a second (about a minute)
+test-fast: install ## the unit tests that start no process and train for no more than a second (under a minute)
 	$(TESTENV) $(VPY) -m pytest tests -q -m "not slow"
 
 variants: install ## make test's checks under every CPU-kernel, thread and C-build variant, with the spread of each checked number

@@ -72,6 +72,14 @@ def tiny_config(**changes) -> RunConfig:
     return RunConfig(**{**TINY, **changes})
 
 
+@pytest.fixture(autouse=True)
+def no_git_in_fast_tests(request, monkeypatch):
+    """`make test-fast` starts no process: a results file's commit is asked of git only in the tests
+    marked slow (one of which checks it); the others record none."""
+    if request.node.get_closest_marker("slow") is None:
+        monkeypatch.setattr("icl.running.files.git", lambda *args: "")
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Tiny tensors gain nothing from threads, and on a busy machine idle OpenMP threads spin:

@@ -172,19 +172,19 @@ def write_json(obj, path: str | os.PathLike, what: str = "the result") -> Path |
         return saved[0] if saved else None
 
 
+def git(*args) -> str:  # what `git args` prints about the checkout icl is in ('' without git or one)
+    import subprocess
+    try:
+        return subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def provenance(device: str | None = None) -> dict:
     """What a results file records of how it was made: the commit (with "+changes" where the checkout
     differs from it), the versions of python, torch and numpy, the device and the date (UTC)."""
     import platform
-    import subprocess
     from importlib.metadata import PackageNotFoundError, version
-
-    def git(*args) -> str:
-        try:
-            return subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True,
-                                  timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
 
     def of(package: str) -> str | None:
         try:

@@ -76,6 +76,7 @@ def test_interval_text_gives_the_value_and_its_interval():
     assert text.count("[") == 1 and text.startswith(f"{e.iloc[0].alpha:.2f}")
 
 
+@pytest.mark.slow
 def test_the_sweeps_shared_among_processes_give_the_same_table_in_the_same_order():
     # Each process fits its own sweeps with the same code and data, so the rows are equal to the
     # last bit, not within a tolerance; the memo of fits is per process and changes no number.
@@ -88,6 +89,7 @@ def test_the_sweeps_shared_among_processes_give_the_same_table_in_the_same_order
     assert list(shared.key_dim) == [4, 8, 12]
 
 
+@pytest.mark.slow
 def test_fit_variants_name_every_row_with_its_fit():
     frame = pd.concat([sweep(alpha=a, noise=0.03, seeds=3, key_dim=k) for a, k in ((0.8, 4), (1.1, 8))])
     v = estimates.fit_variants(frame, ["key_dim"], workers=2)

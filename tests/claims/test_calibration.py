@@ -24,6 +24,7 @@ def test_an_exact_inverse_depth_tail_is_reproduced_and_an_exact_half_power_is_no
     assert half["status"] == "not reproduced" and half["alpha"]["value"] == pytest.approx(0.5, abs=1e-6)
 
 
+@pytest.mark.slow  # more than a second
 def test_at_the_measured_noise_the_rule_says_the_true_answer_and_its_intervals_cover():
     shape = calibration.SHAPES["k=8"]
     t = calibration.study(shape, QUICK, 5, seed_noise=0.0066, eval_noise=0.018, draws=20, alphas=(0.5, 1.0))

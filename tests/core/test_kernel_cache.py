@@ -26,6 +26,7 @@ def own_cache(tmp_path, monkeypatch):
     native.library.cache_clear()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path(FALSE).exists(), reason=f"no {FALSE} here")
 def test_a_broken_compiler_does_not_switch_the_kernels_off_for_a_working_one(own_cache, monkeypatch):
     """One run with CC=/bin/false left markers that kept every later run, with a working cc, on the
@@ -51,6 +52,7 @@ TRAIN = ("from icl.core.config import RunConfig; from icl.core.train import trai
          "eval_points=1, device='cpu') for L in (1, 2)], progress=False)")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compiler", [FALSE, None], ids=["broken", "none"])
 def test_the_slow_path_is_said_once_in_one_line_with_its_reason_and_cost(tmp_path, compiler):
     if compiler == FALSE and not Path(FALSE).exists():
@@ -69,6 +71,7 @@ def test_the_slow_path_is_said_once_in_one_line_with_its_reason_and_cost(tmp_pat
     assert reason in said[0] and f"about {native.SLOWER} slower" in said[0], said[0]
 
 
+@pytest.mark.slow
 def test_an_empty_kernel_cache_setting_means_the_default_folder(tmp_path):
     """ICL_KERNEL_CACHE= (set, empty) compiled into the current folder, could not load the bare file
     name it made, and left the .so files there."""

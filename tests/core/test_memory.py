@@ -122,6 +122,7 @@ def test_a_group_of_the_million_run_sweep_is_refused_in_one_line_before_anything
     assert len(err) == 1 and err[0].startswith("icl: error: memory: ") and "GiB" in err[0], err
 
 
+@pytest.mark.slow  # more than a second
 def test_where_it_fits_it_is_priced_on_a_part_of_a_group_and_refused_for_its_time(tmp_path, monkeypatch, capsys):
     """On a machine of 64 GiB the estimate of its time built and timed a whole group (10^4 models,
     22 GiB); now its first models (workload.TIMED_FLOATS), and the sweep is refused in one line.

@@ -156,6 +156,7 @@ def test_the_forward_pass_without_gradients_gives_the_same_predictions(model):
     assert torch.equal(plain.pred, kept.pred.detach()) and torch.equal(plain.layer_preds, kept.layer_preds.detach())
 
 
+@pytest.mark.slow
 def test_without_a_compiler_the_library_is_none_and_the_models_fall_back(tmp_path, monkeypatch):
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
     monkeypatch.setattr(native, "BUILD", tmp_path / "kernels")

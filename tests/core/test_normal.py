@@ -112,6 +112,7 @@ def _numpy_library_tables(tmp_path: Path):
             np.frombuffer(tables["fi_float"], np.float32))
 
 
+@pytest.mark.slow
 def test_tables_are_numpys(tmp_path):
     theirs = _numpy_library_tables(tmp_path)
     if theirs is None:

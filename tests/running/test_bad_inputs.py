@@ -114,6 +114,7 @@ def read_only_checkout(clone):
         subprocess.run(["umount", str(clone)], check=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["--outputs", "outputs/v"]], ids=["lock", "outputs"])
 def test_a_read_only_checkout_is_one_line(capsys, read_only_checkout, extra):
     """hold_lock and make_own raised tracebacks (Read-only file system)."""
@@ -214,6 +215,7 @@ def test_the_key_of_an_ordinary_config_is_what_it_was():
 
 # --- error messages show a bounded excerpt of a bad value ----------------------------------------
 
+@pytest.mark.slow  # more than a second
 def test_error_messages_show_an_excerpt_of_a_long_value(tmp_path):
     from icl.running import notebook as nb
 

@@ -81,6 +81,7 @@ def copy_package(tmp_path):
     return package
 
 
+@pytest.mark.slow  # more than a second
 def test_a_changed_statement_changes_every_key_and_prose_changes_none(tmp_path, monkeypatch):
     """The key holds what the code computes (its syntax tree): a changed statement in any file of the
     training code retrains; a comment, a docstring or a blank line does not (issue 45: an edited

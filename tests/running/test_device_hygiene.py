@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 
+import pytest
 import torch
 from conftest import ROOT, tiny_config
 
@@ -39,6 +40,7 @@ def test_a_result_records_its_device_name_and_matmul_precision():
     assert r["matmul_precision"] == torch.get_float32_matmul_precision()
 
 
+@pytest.mark.slow
 def test_make_test_hides_gpus(tmp_path):
     recipe = subprocess.run(["make", "-n", "test", f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True, text=True,
                             check=True).stdout
@@ -53,6 +55,7 @@ echo "$*" >> "$LOG"
 """
 
 
+@pytest.mark.slow
 def test_a_changed_torch_reinstalls_torch_and_keeps_the_run_cache(tmp_path):
     fake = tmp_path / "python"
     fake.write_text(FAKE_PYTHON)

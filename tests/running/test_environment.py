@@ -4,6 +4,7 @@ import re
 import subprocess
 import tomllib
 
+import pytest
 import yaml
 from conftest import ROOT
 from packaging.requirements import Requirement
@@ -129,6 +130,7 @@ def test_readme_fits_three_screens_and_keeps_its_generated_block():
         assert (ROOT / link).exists(), f"README links to {link}, which does not exist"
 
 
+@pytest.mark.slow
 def test_make_help_lists_every_target():
     out = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     listed = {line.split()[0] for line in out.splitlines() if line.strip()}

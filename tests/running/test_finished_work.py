@@ -215,6 +215,7 @@ def rescued(folder: Path) -> list[Path]:
     return sorted(folder.iterdir()) if folder.is_dir() else []
 
 
+@pytest.mark.slow
 def test_train_json_on_a_full_disk_keeps_the_result_and_the_earlier_file(full_disk, fallback_home, capsys):
     """Was 12 s of training, then a traceback and an empty file (the earlier one truncated)."""
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in SWEEP.items()] + ["--no-progress", "--yes"]
@@ -226,6 +227,7 @@ def test_train_json_on_a_full_disk_keeps_the_result_and_the_earlier_file(full_di
     assert len(warning) == 1 and str(saved) in warning[0] and "No space left" in warning[0], warning
 
 
+@pytest.mark.slow
 def test_sweep_json_on_a_full_disk_loses_no_finished_run(full_disk, fallback_home, tmp_path, capsys):
     """Was 4 of 6 finished runs lost: the cache could not take them, then --json crashed half written."""
     params = sweep_file(tmp_path, "depths: [1, 2, 3]\nseeds: [0, 1]\n")
@@ -251,6 +253,7 @@ def test_sweep_json_on_a_full_disk_loses_no_finished_run(full_disk, fallback_hom
     assert "to train" not in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_json_larger_than_the_free_space_is_refused_before_training(full_disk, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(icl_sweep, "train_finite", lambda *a, **k: pytest.fail("training started"))
     params = sweep_file(tmp_path, "depths: [1, 2]\n")

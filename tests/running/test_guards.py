@@ -18,6 +18,7 @@ HINT = "did you mean 'input_exponent'?"
 HINT_RE = re.escape(HINT)
 
 
+@pytest.mark.slow
 def test_plan_refuses_an_unknown_parameter_with_the_closest_name():
     """--plan priced the run and ignored the key (the run itself refused it)."""
     done = subprocess.run([sys.executable, "-m", "icl", "reproduce", "--profile", "ci", "--only", "03_difficult",
@@ -31,6 +32,7 @@ def test_a_run_refuses_an_unknown_parameter_with_the_closest_name():
         rep.checked_parameters(ROOT, "ci", ["03_difficult"], "cpu", 1, {"input_exponet": 0.8}, None)
 
 
+@pytest.mark.slow  # more than a second
 def test_reproduce_refuses_more_than_a_day_of_training_before_a_notebook_starts(monkeypatch):
     """-p steps 10^12 started (its own --plan said 197,357 days) where train and sweep refuse."""
     monkeypatch.setattr(rep, "run_notebook", lambda *a: pytest.fail("a notebook started"))

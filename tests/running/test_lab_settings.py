@@ -57,6 +57,7 @@ def run_traces(nb) -> list[str]:
     return ran + sorted(set(nb["metadata"]) & set(lab.RUN_METADATA))
 
 
+@pytest.mark.slow
 def test_make_install_makes_python_files_open_as_notebooks(tmp_path):
     venv = tmp_path / "venv"
     install_settings(venv)
@@ -78,6 +79,7 @@ def test_committed_paired_notebooks_hold_nothing_a_run_adds(py):
     assert run_traces(nbformat.read(py.with_suffix(".ipynb"), 4)) == [], f"strip {py.stem}.ipynb: run `make sync`"
 
 
+@pytest.mark.slow
 def test_saving_from_lab_keeps_outputs_out_of_notebooks_only(tmp_path, monkeypatch):
     """What Lab does on save of a .py opened as a notebook, through the environment's server config."""
     (tmp_path / "notebooks").mkdir()

@@ -12,6 +12,7 @@ from icl.running.cli import main
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+@pytest.mark.slow
 def test_plan_lists_every_notebook_without_training(capsys, monkeypatch, tmp_path):
     import icl.core.train
 

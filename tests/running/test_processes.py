@@ -49,6 +49,7 @@ def test_kill_9_of_reproduce_ends_its_workers_and_kernels_and_publishes_nothing(
     assert not [p.name for p in (clone / "outputs" / "ci").iterdir() if p.name != ".staging"]
 
 
+@pytest.mark.slow
 def test_the_lock_waits_for_a_dead_holders_processes_and_refuses_while_one_lives(tmp_path, monkeypatch):
     """The lock (an flock) was released the moment its holder died, its workers still running."""
     staging = tmp_path / "outputs" / "ci" / ".staging"
@@ -74,6 +75,7 @@ def test_a_reused_pid_is_not_a_survivor(tmp_path):
     assert processes.survivors(registry) == []
 
 
+@pytest.mark.slow
 def test_a_child_whose_parent_died_before_it_asked_exits():
     code = "import os; from icl.analysis import parallel; parallel.die_with_parent(os.getppid() + 1); print('alive')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

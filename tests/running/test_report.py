@@ -1,6 +1,8 @@
 """REPORT.md and claims.json are assembled from the notebooks' results.json files."""
 import json
 
+import pytest
+
 from icl.running.reproduce import write_report
 
 
@@ -153,6 +155,7 @@ def test_icl_report_names_and_leaves_an_unreadable_timings_json(tmp_path, monkey
     assert (base / "timings.json").read_text() == "<<<<<<< HEAD\n{}\n=======\n" and "C1" in (base / "REPORT.md").read_text()
 
 
+@pytest.mark.slow
 def test_every_results_file_records_its_commit_versions_device_and_date():
     from icl.running.files import provenance
 

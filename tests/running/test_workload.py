@@ -66,6 +66,7 @@ def test_yes_runs_it_and_every_job_prints_its_estimate_first(tmp_path, capsys):
     assert err[-2].startswith("icl: 1 run to train in 1 group: about") and "measured step of softmax depth 1" in err[-2]
 
 
+@pytest.mark.slow  # more than a second
 def test_the_estimates_are_close_to_a_real_run(tmp_path):
     """Time within a factor of four of the measured training (a busy machine moves both), cache size
     within a factor of two of the entries written, for models whose results differ in size."""
