@@ -12,6 +12,7 @@ reference.agreement), so the ratio compares the same work.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import time
@@ -312,42 +313,41 @@ def markdown(result: dict) -> str:
 
 
 def add_arguments(p) -> None:
+    p.formatter_class = argparse.ArgumentDefaultsHelpFormatter  # each help line ends with its default
     p.add_argument("--json", metavar="PATH", default="outputs/studies/bench.json",
-                   help="write the results to PATH and a Markdown table next to it (.md) (default: outputs/studies/bench.json)")
-    p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"), help="(default: cpu)")
-    p.add_argument("--dim", type=int, default=32, help="(default: 32)")
-    p.add_argument("--context-length", type=int, default=128, help="(default: 128)")
-    p.add_argument("--batch-size", type=int, default=256, help="(default: 256)")
-    p.add_argument("--depths", type=int, nargs="+", default=[16, 64], help="single-model depths (default: 16 64)")
-    p.add_argument("--sweep-depths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64],
-                   help="depths of the batched sweep (default: 1 2 4 ... 64)")
+                   help="write the results to PATH and a Markdown table next to it (.md)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"), help="where the steps run")
+    p.add_argument("--dim", type=int, default=32, help="the input dimension d")
+    p.add_argument("--context-length", type=int, default=128, help="tokens in a context, P")
+    p.add_argument("--batch-size", type=int, default=256, help="contexts per step")
+    p.add_argument("--depths", type=int, nargs="+", default=[16, 64], help="single-model depths")
+    p.add_argument("--sweep-depths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64], help="depths of the batched sweep")
     p.add_argument("--sweep-models", nargs="*", default=["softmax", "linear"], choices=("softmax", "linear"),
-                   help="models whose depth sweep is benchmarked (default: softmax linear)")
+                   help="models whose depth sweep is benchmarked")
     p.add_argument("--sweep-reference", action="store_true",
                    help="also time the reference on the sweep (slow: every depth, full attention)")
     p.add_argument("--generalised-models", nargs="*", default=list(LOOPED), choices=tuple(LOOPED),
-                   help="generalised models timed against their first implementation (default: context_updates shared_stream)")
-    p.add_argument("--generalised-depths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64],
-                   help="their depths, one stack (default: 1 2 4 ... 64)")
+                   help="generalised models timed against their first implementation")
+    p.add_argument("--generalised-depths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64], help="their depths, one stack")
     p.add_argument("--generalised-size", type=int, nargs=4, default=[16, 64, 64, 4], metavar=("DIM", "P", "BATCH", "KEY_DIM"),
-                   help="their dim, context length, batch size and key_dim (default: 16 64 64 4)")
+                   help="their dim, context length, batch size and key_dim")
     p.add_argument("--quick-depths", type=int, nargs="*", default=[2**i for i in range(7)],
                    help="the quick-shape sweeps that time each C kernel against autograd (the controlled model's, "
-                        "context updates', the shared stream's, and the draws') (default: 1 2 4 ... 64; none: skip)")
+                        "context updates', the shared stream's, and the draws'); none: skip")
     p.add_argument("--quick-size", type=int, nargs=4, default=[16, 64, 256, 4], metavar=("DIM", "P", "BATCH", "KEY_DIM"),
-                   help="its dim, context length, batch size and key_dim (default: 16 64 256 4)")
+                   help="its dim, context length, batch size and key_dim")
     p.add_argument("--deep-sweep-depths", type=int, nargs="*", default=[2**i for i in range(9)],
-                   help="the controlled model's deep sweep, timed against its depths up to 64 (default: 1 2 4 ... 256; none: skip)")
+                   help="the controlled model's deep sweep, timed against its depths up to 64; none: skip")
     p.add_argument("--deep-sweep-size", type=int, nargs=4, default=[16, 64, 256, 4], metavar=("DIM", "P", "BATCH", "KEY_DIM"),
-                   help="its dim, context length, batch size and key_dim (default: 16 64 256 4)")
+                   help="its dim, context length, batch size and key_dim")
     p.add_argument("--only", nargs="+", metavar="CASE", default=None,
-                   help='run only the cases of these names, e.g. --only "context_updates L=1-64" (default: all)')
-    p.add_argument("--repeats", type=int, default=5, help="timed repeats per contender (default: 5)")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: 0, torch's choice)")
-    p.add_argument("--yes", action="store_true", help="run a benchmark estimated at more than a day (default: refuse it)")
+                   help='run only the cases of these names, e.g. --only "context_updates L=1-64" (None: all)')
+    p.add_argument("--repeats", type=int, default=5, help="timed repeats per contender")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's choice)")
+    p.add_argument("--yes", action="store_true", help="run a benchmark estimated at more than a day")
     # --- reproduce's parallel speed-up (icl/running/reproduce.py owns the measurement)
     p.add_argument("--reproduce-jobs", type=int, default=0, metavar="N",
-                   help="also time `reproduce --profile ci` serially and with --jobs N (minutes; default: 0, skip)")
+                   help="also time `reproduce --profile ci` serially and with --jobs N (minutes; 0: skip)")
 
 
 def check_arguments(args) -> None:
