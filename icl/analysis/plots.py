@@ -38,10 +38,16 @@ def style() -> None:
                          "axes.spines.top": False, "axes.spines.right": False})
 
 
-def inline() -> None:
+def kernel_shell():
+    """The IPython shell of the Jupyter kernel this code runs in, or None outside one."""
     ipython = sys.modules.get("IPython")  # loaded in every Jupyter kernel; never imported here
     shell = ipython.get_ipython() if ipython is not None else None
-    if getattr(shell, "kernel", None) is not None and "inline" not in matplotlib.get_backend():
+    return shell if getattr(shell, "kernel", None) is not None else None
+
+
+def inline() -> None:
+    shell = kernel_shell()
+    if shell is not None and "inline" not in matplotlib.get_backend():
         shell.run_line_magic("matplotlib", "inline")
 
 
@@ -49,11 +55,23 @@ def save(fig, png: str, pdf: str, caption: str) -> None:
     """The figure as a PNG at DPI (README, notebook) and a PDF (print), each carrying its one-sentence
     caption (the PNG's Description, the PDF's Subject: the report reads it from there), and the PNG
     its smallest text in points (what tests/running/test_figures.py checks at a page's width)."""
+    fig.draw_without_rendering()  # tick labels exist only once the figure is laid out
     smallest = min((t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()),
                    default=SMALLEST_FONT)
     fig.savefig(png, dpi=DPI, bbox_inches="tight",
                 metadata={"Description": caption, SMALLEST_TEXT: f"{smallest:g}"})
     fig.savefig(pdf, bbox_inches="tight", metadata={"Subject": caption})
+
+
+def show(fig, caption: str) -> None:
+    """In a notebook, the figure and its caption under it, once (the figure is closed, so that the
+    inline backend does not draw it again); nothing elsewhere."""
+    if kernel_shell() is not None:
+        from IPython.display import Markdown, display
+
+        display(fig)
+        display(Markdown(f"*{caption.strip()}*"))
+        plt.close(fig)
 
 
 def _unique(handles, labels) -> tuple[list, list]:

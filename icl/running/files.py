@@ -101,7 +101,7 @@ def write_atomic(path: str | os.PathLike, text: str, mode: int = FILE_MODE) -> N
         os.write(fd, data)
         return
     path = Path(os.path.realpath(path))
-    if not regular_target(path):
+    if path.exists() and not path.is_file():  # a device or a pipe, reached through a link or not
         fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -213,10 +213,8 @@ def _config_errors_in_one_line() -> None:
 
 def save_figure(s: Settings, fig, name: str, caption: str) -> str:
     """PNG (README, notebook) and PDF (print), both carrying the one-sentence caption, shown under the
-    figure in a notebook; the PNG's repo path."""
+    figure in a notebook (`plots.show`); the PNG's repo path."""
     import warnings  # matplotlib only where a figure is saved: importing icl.running.notebook stays light
-
-    import matplotlib.pyplot as plt
 
     from ..analysis import plot_audit, plots  # heavy: loads matplotlib
 
@@ -227,13 +225,7 @@ def save_figure(s: Settings, fig, name: str, caption: str) -> str:
     problems = plot_audit.figure_problems(fig)
     if problems:
         warnings.warn(f"figure {name}: " + "; ".join(problems), stacklevel=2)
-    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
-    if getattr(shell, "kernel", None) is not None:  # in a notebook: the figure, then its caption, once
-        from IPython.display import Markdown, display
-
-        display(fig)
-        display(Markdown(f"*{caption.strip()}*"))
-        plt.close(fig)
+    plots.show(fig, caption)
     return s.relpath(png)
 
 

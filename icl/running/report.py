@@ -15,11 +15,11 @@ from .. import claims
 from ..claims import headline
 from ..core.config import ConfigError
 from . import claim_report, paths, summary
-from .files import NotAnEntry, provenance, read_regular, write_own
+from .files import provenance, write_own
 from .markdown import escape
 from .parameters import NOTEBOOKS, PROFILES, profile_root
 from .paths import repo_root
-from .staging import TIMINGS_LIMIT, readable_timings
+from .staging import read_timings, readable_timings
 
 REGIMES = "06_regimes"
 
@@ -153,13 +153,9 @@ def failure_lines(times: dict) -> str:
 
 
 def read_times(path: Path) -> dict:
-    """timings.json, or nothing where it is missing or cannot be read (`staging.readable_timings`
-    names and removes such a file before a run or `icl report`): the times never cost the report."""
-    try:  # through the one non-blocking reader: a named pipe or /dev/zero there is no file to wait on
-        times = json.loads(read_regular(path, TIMINGS_LIMIT))
-    except (OSError, ValueError, NotAnEntry):
-        return {}
-    return times if isinstance(times, dict) and all(isinstance(t, dict) for t in times.values()) else {}
+    """timings.json, or nothing where it is missing or cannot be read (`staging.readable_timings` names
+    such a file before a run or `icl report`): the times never cost the report."""
+    return read_timings(path)[0]
 
 
 def unreadable_lines(names: list[str]) -> str:

@@ -112,24 +112,30 @@ def report_folder(root: Path, where: str, overrides: dict) -> Path | None:
     return base
 
 
+def read_timings(path: Path) -> tuple[dict, str]:
+    """(timings.json's times, '') through the one non-blocking reader, or ({}, why they cannot be
+    read); ({}, '') where there is none."""
+    if not path.exists():
+        return {}, ""
+    try:
+        times = json.loads(read_regular(path, TIMINGS_LIMIT))
+    except (ValueError, NotAnEntry, OSError) as err:  # not JSON, not UTF-8, not a regular file
+        return {}, str(err).splitlines()[0][:80]
+    if isinstance(times, dict) and all(isinstance(t, dict) and isinstance(t.get("seconds"), (int, float)) for t in times.values()):
+        return times, ""
+    return {}, "not a mapping of notebooks to their times"
+
+
 def readable_timings(path: Path, say, aside: bool = False) -> bool:
     """timings.json is bookkeeping, committed with the quick outputs: a merge conflict or a
     truncated write in it must not cost a finished run its report, nor is it icl's to delete. One
     that cannot be read is named in one line and left as it is, or, with `aside` (a run about to
     write its own), renamed to timings.json.unreadable. Whether it could be read (or is absent)."""
-    if not path.exists():
-        return True
-    try:
-        times = json.loads(read_regular(path, TIMINGS_LIMIT))
-        ok = isinstance(times, dict) and all(isinstance(t, dict) and isinstance(t.get("seconds"), (int, float))
-                                             for t in times.values())
-    except (ValueError, NotAnEntry, OSError) as err:  # not JSON, not UTF-8, not a regular file
-        ok, times = False, str(err).splitlines()[0][:80]
-    if not ok:
-        why = times if isinstance(times, str) else "not a mapping of notebooks to their times"
+    why = read_timings(path)[1]
+    if why:
         kept = path.with_name(path.name + ".unreadable")
         if aside:
             os.replace(path, kept)
         say(f"icl: {os.path.relpath(path)} could not be read ({why}); "
             + (f"kept as {kept.name}, and written anew from this run" if aside else "left as it is, and the report shows no times"))
-    return ok
+    return not why
