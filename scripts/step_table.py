@@ -11,7 +11,7 @@ import json
 import torch
 
 from icl.core.config import RunConfig
-from icl.core.looped import LOOPED
+from icl.core.registry import having
 from icl.running.bench import icl_trainer
 from icl.running.timing import seconds_per_step
 
@@ -31,7 +31,7 @@ def main() -> None:
         for model in MODELS:
             cfg = RunConfig(model=model, dim=16, context_length=P, batch_size=64, key_dim=4, learning_rate=1e-3)
             steps = {"now": icl_trainer(cfg, DEPTHS, cpu)}
-            if model in LOOPED:
+            if model in having("looped"):
                 steps["first implementation"] = icl_trainer(cfg, DEPTHS, cpu, looped=True)
             wall, _ = seconds_per_step(steps, args.repeats, cpu)
             rows.append({"model": model, "context_length": P, **{k: round(v, 5) for k, v in wall.items()}})

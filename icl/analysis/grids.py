@@ -7,6 +7,7 @@ Every function takes the notebook's validated `Settings` (`notebook.parameters`)
 from __future__ import annotations
 
 from ..core.config import RunConfig, field_names
+from ..core.registry import having
 
 
 def easy_linear(s) -> dict[str, list[RunConfig]]:
@@ -26,7 +27,7 @@ def easy_nonlinear(s) -> dict[str, list[RunConfig]]:
 
 GENERALISED_SWEEPS = (("softmax", 2), ("untied_values", 2), ("shared_stream", 2), ("context_updates", 2),
                       ("softmax", "wide"), ("context_updates", "wide"))  # (model, top_k; "wide" = wide_top_k)
-CONTEXT_MODELS = ("shared_stream", "context_updates")  # P x P attention among the context tokens in every layer
+CONTEXT_MODELS = having("context_attention")  # P x P attention among the context tokens in every layer
 
 
 def generalized(s) -> dict[tuple, list[RunConfig]]:

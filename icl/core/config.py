@@ -12,9 +12,10 @@ import reprlib
 from dataclasses import dataclass, fields
 from typing import Any
 
+from .registry import MODELS as REGISTRY
+from .registry import having
 from .suggest import did_you_mean
 
-MODELS = ("linear", "softmax", "shared_stream", "untied_values", "context_updates")
 TASKS = ("easy", "difficult")
 DEVICES = ("auto", "cpu", "cuda")
 SCHEDULES = ("cosine", "constant")
@@ -206,7 +207,7 @@ def within(key: str, value: float, low: float, high: float) -> None:
 
 
 def validate(c: RunConfig) -> None:
-    _choice("model", c.model, MODELS)
+    _choice("model", c.model, tuple(REGISTRY))  # icl.core.registry: one entry per model
     _choice("task", c.task, TASKS)
     _choice("device", c.device, DEVICES)
     _choice("schedule", c.schedule, SCHEDULES)
@@ -215,11 +216,12 @@ def validate(c: RunConfig) -> None:
     from .attention import NONLINEARITIES  # heavy: loads torch, which a config's other checks do not need
 
     _choice("nonlinearity", c.nonlinearity, tuple(NONLINEARITIES))
-    if c.nonlinearity != "softmax" and c.model == "linear":
+    entry = REGISTRY[c.model]
+    if c.nonlinearity != "softmax" and not entry.nonlinear:
         raise ConfigError(f"nonlinearity: {c.nonlinearity!r} is allowed only for the softmax-family models "
-                          f"(here model 'linear', whose attention is linear by definition)")
-    if c.subspace != "learned" and (c.model not in ("softmax", "untied_values") or c.resolved_key_dim >= c.dim):
-        raise ConfigError(f"subspace: {c.subspace!r} is allowed only for the softmax and untied_values models "
+                          f"(here model {c.model!r}, whose attention is linear by definition)")
+    if c.subspace != "learned" and (not entry.subspaces or c.resolved_key_dim >= c.dim):
+        raise ConfigError(f"subspace: {c.subspace!r} is allowed only for the {' and '.join(having('subspaces'))} models "
                           f"with key_dim < dim (here model {c.model!r}, key_dim {c.resolved_key_dim}, dim {c.dim})")
     for key in ("depth", "heads", "steps", "dim", "context_length", "batch_size", "eval_contexts", "eval_points"):
         _at_least(key, getattr(c, key), 1, "an integer >= 1")
@@ -247,20 +249,17 @@ def validate(c: RunConfig) -> None:
         raise ConfigError(f"warmup_fraction: {c.warmup_fraction!r} is not allowed; it must be in [0, 1)")
 
 
-HEADS_MODELS = ("softmax", "untied_values", "shared_stream")  # the models with multi-head layers
-TIED_MODELS = ("softmax", "untied_values", "shared_stream", "context_updates")  # ... and with looped stacks
-
 
 def validate_heads(c: RunConfig) -> None:
     """h heads of rank k share a layer's d input dimensions, h k <= d (a real Transformer's head_dim = d / h):
     more would only repeat directions another head already reads."""
-    if c.heads > 1 and c.model not in HEADS_MODELS:
-        raise ConfigError(f"heads: {c.heads} is allowed only for the models {', '.join(HEADS_MODELS)} (here {c.model!r})")
+    if c.heads > 1 and not REGISTRY[c.model].heads:
+        raise ConfigError(f"heads: {c.heads} is allowed only for the models {', '.join(having('heads'))} (here {c.model!r})")
     if c.heads * c.resolved_key_dim > c.dim:
         raise ConfigError(f"heads: {c.heads} is not allowed; heads * key_dim ({c.heads} * {c.resolved_key_dim}) "
                           f"must be at most dim ({c.dim}): set key_dim to at most dim / heads")
-    if c.tie_layers and c.model not in TIED_MODELS:
-        raise ConfigError(f"tie_layers: true is allowed only for the models {', '.join(TIED_MODELS)} (here {c.model!r})")
+    if c.tie_layers and not REGISTRY[c.model].loops:
+        raise ConfigError(f"tie_layers: true is allowed only for the models {', '.join(having('loops'))} (here {c.model!r})")
     if (c.heads > 1 or c.tie_layers) and c.subspace != "learned":
         raise ConfigError(f"subspace: {c.subspace!r} is allowed only with heads 1 and tie_layers false "
                           f"(here heads {c.heads}, tie_layers {c.tie_layers})")

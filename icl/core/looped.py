@@ -109,4 +109,3 @@ class LoopedSharedStream(Looped):
         return Output(pred, g, torch.stack(qa, 1) if attention else None)
 
 
-LOOPED = {"context_updates": LoopedContextUpdates, "shared_stream": LoopedSharedStream}

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from .config import ConfigError, RunConfig
+from .registry import MODELS
 
 FLOAT = 4  # bytes: everything trains in float32
 EVAL_CHUNK = 512  # measure.EVAL_CHUNK (not imported: this module must not load torch)
@@ -37,24 +38,7 @@ def held_out_floats(cfg: RunConfig) -> int:
 def step_floats(cfg: RunConfig, depths: list[int], n: int, grad: bool = True, attention: bool = False) -> int:
     """One forward pass of the stack on n contexts (and its backward if grad): what autograd keeps
     plus the largest temporaries."""
-    d, P, k, h = cfg.dim, cfg.context_length, cfg.resolved_key_dim, cfg.heads
-    T, M = sum(depths), len(depths)
-    if cfg.model in ("softmax", "untied_values"):
-        # scores and softmax weights (n, T h, P), the merged queries (n, T h, d); backward: ds (n, T h, P)
-        return n * T * h * (3 * P + 2 * d) if grad else n * T * h * (2 * P + d)
-    if cfg.model == "linear":
-        # S and M (n, d, d+1); per layer the state (n, d+1) and s Gamma u (n, d), kept for backward
-        return 2 * n * d * (d + 1) + (3 if grad else 1) * n * T * (2 * d + 1)
-    D = d + 1 if cfg.model == "shared_stream" else d
-    state = (3 + h) * P * D + 2 * P if cfg.model == "shared_stream" else 3 * P  # h heads: h reads A_i z
-    # per layer and head: queries and keys of every token (n, ., P, k), the context attention
-    # (n, ., P, P); and the token states; the deepest layers' P x P scores are the largest temporaries
-    per_layer = h * (P * P + 2 * P * k) + state
-    kept = n * T * per_layer if grad else n * M * per_layer
-    temporaries = 3 * n * M * h * P * P  # scores, their softmax, and its gradient (or the next layer's scores)
-    if attention and cfg.model == "context_updates":  # every layer's context attention, stacked
-        kept += 2 * n * T * P * P
-    return kept + temporaries
+    return MODELS[cfg.model].step_floats(cfg, sum(depths), len(depths), n, grad, attention)  # icl.core.registry
 
 
 def estimate_bytes(cfg: RunConfig, depths: list[int] | None = None) -> int:
@@ -72,7 +56,7 @@ def estimate_bytes(cfg: RunConfig, depths: list[int] | None = None) -> int:
     # token selection chunk by chunk
     gathered = E * (M + T)
     evaluate = gathered + step_floats(cfg, depths, chunk, grad=False, attention=True)
-    if cfg.model == "context_updates":
+    if MODELS[cfg.model].records_context:  # its context attention is measured on 64 contexts at a time
         evaluate = max(evaluate, gathered + step_floats(cfg, depths, min(64, E), grad=False, attention=True))
     if cfg.track_modes:  # one probe per eigen-direction: d copies of PROBE_CONTEXTS contexts
         probe = d * min(PROBE_CONTEXTS, E)

@@ -21,6 +21,7 @@ from .accel.functions import ContextKernel, SoftmaxLayers, StreamLayers, Workspa
 from .attention import shares, weights
 from .heads import head_mean, split_heads, stream_layer
 from .config import RunConfig
+from .registry import MODELS, implementation
 from .tasks import Batch, gaussian
 
 
@@ -364,18 +365,14 @@ class SharedStream(Cascade):
 
 
 def model_class(model: str) -> type[Stack]:
-    """The class that implements a model name of RunConfig.model."""
-    return {"softmax": SoftmaxEnsemble, "untied_values": SoftmaxEnsemble, "linear": LinearAttention,
-            "context_updates": ContextUpdates, "shared_stream": SharedStream}[model]
+    """The class that implements a model name of RunConfig.model (its entry in icl.core.registry)."""
+    return implementation(model)
 
 
 def build(cfg: RunConfig, depths: list[int]) -> Stack:
     """A stack of models of type cfg.model, one per depth (deepest first for cascades), with its
     layers' subspaces frozen where cfg.subspace says so."""
-    if cfg.model == "untied_values":
-        stack = SoftmaxEnsemble(cfg, depths, untied=True)
-    else:
-        stack = model_class(cfg.model)(cfg, depths)
+    stack = model_class(cfg.model)(cfg, depths, **dict(MODELS[cfg.model].options))
     if cfg.subspace != "learned":
         from .subspaces import freeze
 

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from .attention import weights
+from .registry import implementation
 
 
 def tokens_of(x: torch.Tensor, xq: torch.Tensor) -> torch.Tensor:
@@ -87,7 +88,7 @@ def model_params(stack, m: int, grad: bool = False) -> dict[str, torch.Tensor]:
     the layers offsets[m] .. offsets[m] + L - 1, or in a looped stack its one row m, kept as a
     (1, ...) block), or of their gradients (zeros where unused)."""
     o, L = (m, 1) if stack.cfg.tie_layers else (int(stack.offsets[m]), stack.depths[m])
-    per_layer = PER_LAYER + (("value",) if stack.cfg.model == "untied_values" else ())
+    per_layer = PER_LAYER + (("value",) if getattr(stack, "untied", False) else ())
     out = {}
     for name, p in stack.named_parameters():
         t = (p.grad if p.grad is not None else torch.zeros_like(p)) if grad else p
@@ -174,13 +175,9 @@ class SharedStream(Plain):
         return z[:, P] @ self.readout, torch.stack(g, 1)  # (B,), (B, L)
 
 
-PLAIN = {"linear": Linear, "softmax": Softmax, "untied_values": Softmax, "context_updates": ContextUpdates,
-         "shared_stream": SharedStream}
-
-
 def plain_model(stack, m: int) -> Plain:
     """The plain version of model m of a fast stack, with the same weights."""
-    return PLAIN[stack.cfg.model].from_stack(stack, m)
+    return implementation(stack.cfg.model, "plain").from_stack(stack, m)
 
 
 # --- how far a fast path is from the plain algebra ------------------------------------------

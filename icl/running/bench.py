@@ -23,11 +23,10 @@ from pathlib import Path
 import torch
 
 from .. import __version__
-from ..core.accel.native import KERNEL_OF
 from ..core.config import ConfigError, RunConfig, check_threads
-from ..core.looped import LOOPED
 from ..core.models import Stack, build, stack_order
 from ..core.reference import agreement, agrees, plain_model
+from ..core.registry import MODELS, having, implementation
 from ..core.tasks import make_generator, sample_batch
 from ..core.train import StackAdam, resolve_device
 from .cli import check_output_path
@@ -36,11 +35,11 @@ from .timing import BLOCK, max_rss_mib, peak_flop_rate, seconds_per_step, step_f
 from .workload import check_day, estimate
 
 # Targets (a benchmark, not a timed test): speed-up of icl over the reference.
-TARGETS = {"softmax": {64: 20.0}, "linear": {64: 5.0}, "sweep": 2.0, "generalised": 5.0, "quick": 3.0}
+TARGETS = {"softmax L=64": 20.0, "linear L=64": 5.0, "sweep": 2.0, "generalised": 5.0, "quick": 3.0}
 # A C kernel stays in icl.core.accel only while it is at least this much faster than autograd at its
 # notebook's quick shape (each kernel timed alone: the others on for both sides).
 KEEP = 2.0
-DRAWS = "sampling,normal"  # the kernels that draw a batch; the model kernels are KERNEL_OF's
+DRAWS = "sampling,normal"  # the kernels that draw a batch; the model kernels are the registry's
 DEEP_MEMORY_MIB = 2048  # the deep sweep's peak memory (icl alone, a fresh process) must stay below
 
 
@@ -87,9 +86,9 @@ def with_kernels(step: Callable[[], None], allowed: str) -> Callable[[], None]:
 
 def icl_trainer(cfg: RunConfig, depths: list[int], device: torch.device, looped: bool = False) -> Callable[[], None]:
     """One training step of an icl stack of the given depths: fresh batch, loss, Adam. `looped`:
-    the generalised model's first implementation (LOOPED) instead."""
+    the generalised model's first implementation (icl.core.looped) instead."""
     depths = stack_order(cfg.model, depths)
-    stack = (LOOPED[cfg.model](cfg, depths) if looped else build(cfg, depths)).to(device)
+    stack = (implementation(cfg.model, "looped")(cfg, depths) if looped else build(cfg, depths)).to(device)
     opt = StackAdam(stack, torch.full((len(depths),), cfg.learning_rate, device=device))
     gen = make_generator(cfg.seed, device)
 
@@ -167,7 +166,7 @@ class Case:
     cfg: RunConfig
     depths: list[int]  # one stack of these depths
     target: float | None = None  # speed-up aimed at (of speedup_vs_reference, or of the sweep over one after another)
-    # "full": icl.core.reference's models one after another; "looped": LOOPED's stack; "autograd": the
+    # "full": icl.core.reference's models one after another; "looped": icl.core.looped's stack; "autograd": the
     # same stack with its model's kernel off (the draws' kernels on); "draws": the same stack with the
     # draws' kernels off (its model's kernel on); None: no reference
     reference: str | None = "full"
@@ -187,7 +186,7 @@ def run_case(case: Case, device: torch.device, repeats: int) -> dict:
     elif case.reference == "autograd":
         contenders["reference"] = with_kernels(icl_trainer(cfg, depths, device), DRAWS)
     elif case.reference == "draws":
-        contenders["reference"] = with_kernels(icl_trainer(cfg, depths, device), KERNEL_OF[cfg.model])
+        contenders["reference"] = with_kernels(icl_trainer(cfg, depths, device), MODELS[cfg.model].kernel)
     if case.shallow:
         contenders["icl_shallow"] = icl_trainer(cfg, case.shallow, device)
     elif len(depths) > 1 and case.reference not in ("looped", "autograd", "draws"):
@@ -229,7 +228,7 @@ def cases(args) -> list[Case]:
     for model in ("softmax", "linear"):
         cfg = RunConfig(model=model, **base)
         for L in args.depths:
-            out.append(Case(f"{model} L={L}", cfg, [L], TARGETS[model].get(L)))
+            out.append(Case(f"{model} L={L}", cfg, [L], TARGETS.get(f"{model} L={L}")))
     for model in args.sweep_models:
         out.append(Case(f"{model} sweep {sweep_name(args.sweep_depths)}", RunConfig(model=model, **base),
                         args.sweep_depths, TARGETS["sweep"], "full" if args.sweep_reference else None))
@@ -240,7 +239,7 @@ def cases(args) -> list[Case]:
     if args.quick_depths:  # each kernel at its notebook's quick shape, against autograd (KEEP)
         out.append(Case(f"softmax sweep {sweep_name(args.quick_depths)} (quick shape)",
                         RunConfig(model="softmax", **size(args.quick_size)), args.quick_depths, TARGETS["quick"], "autograd"))
-        for model in LOOPED:  # notebook 04's shape
+        for model in having("looped"):  # notebook 04's shape
             out.append(Case(f"{model} sweep {sweep_name(args.quick_depths)} (quick shape)",
                             RunConfig(model=model, **size(args.generalised_size)), args.quick_depths, KEEP, "autograd"))
         out.append(Case(f"draws, softmax sweep {sweep_name(args.quick_depths)} (quick shape)",
@@ -281,14 +280,14 @@ def markdown(result: dict) -> str:
                      f"{r['icl_flop_rate'] / 1e9:.2f} ({r['icl_flop_fraction']:.1%}) | {r['icl_flops_per_cpu_second'] / 1e9:.2f} | "
                      f"{'yes' if r['same'] else '**no**'} ({r['error_ratio']:.2g}) |")
     lines.append("")
-    if any(r["model"] in LOOPED for r in result["cases"]):
+    if any(r["model"] in having("looped") for r in result["cases"]):
         lines.append("The reference of the generalised models (context_updates, shared_stream) is their first "
                      "implementation (icl.core.looped), one stack of all depths. On a CPU they run in "
                      "icl.core.accel.native's C kernels, whose arithmetic torch's "
                      "FLOP counter does not see: their GFLOP columns count only what is left in torch.")
     for r in result["cases"]:
         if r.get("reference_kind") in ("autograd", "draws"):
-            name = DRAWS if r["reference_kind"] == "draws" else KERNEL_OF[r["model"]]
+            name = DRAWS if r["reference_kind"] == "draws" else MODELS[r["model"]].kernel
             ratio = r["speedup_vs_reference"]
             lines.append(f"Kernel {name} at its notebook's quick shape ({r['case']}): {ratio:.2f}x the step of "
                          f"{'torch draws' if r['reference_kind'] == 'draws' else 'autograd'} (by CPU time "
@@ -326,7 +325,7 @@ def add_arguments(p) -> None:
                    help="models whose depth sweep is benchmarked")
     p.add_argument("--sweep-reference", action="store_true",
                    help="also time the reference on the sweep (slow: every depth, full attention)")
-    p.add_argument("--generalised-models", nargs="*", default=list(LOOPED), choices=tuple(LOOPED),
+    p.add_argument("--generalised-models", nargs="*", default=list(having("looped")), choices=having("looped"),
                    help="generalised models timed against their first implementation")
     p.add_argument("--generalised-depths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64], help="their depths, one stack")
     p.add_argument("--generalised-size", type=int, nargs=4, default=[16, 64, 64, 4], metavar=("DIM", "P", "BATCH", "KEY_DIM"),

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..core import config
 from ..core.config import ConfigError, RunConfig, field_names, field_type
 from ..core.memory import check_fits
+from ..core.registry import MODELS
 from .files import DISK_FULL, NotAnEntry, disk_full, free_bytes, read_regular
 from .files import write_json as write
 from .paths import check_writable
@@ -103,7 +104,7 @@ def field_help() -> dict[str, str]:
         m = re.match(r"\s+(\w+): [\w.]+ = [^#]*#\s*(.*)", line)
         if m:
             notes[m.group(1)] = m.group(2).strip()
-    choices = {"model": config.MODELS, "task": config.TASKS, "device": config.DEVICES,
+    choices = {"model": tuple(MODELS), "task": config.TASKS, "device": config.DEVICES,
                "schedule": config.SCHEDULES, "residual_scale": config.RESIDUAL_SCALES,
                "subspace": config.SUBSPACES, "nonlinearity": tuple(NONLINEARITIES)}
     out = {}

@@ -96,19 +96,18 @@ def critical_first(names: list[str], cost: dict[str, float], needs: dict[str, tu
 
 
 def notebook_plan(runs: list[RunConfig], device: str) -> dict:
-    """Runs, groups, steps, FLOPs, the largest group's memory against the device's, and the time."""
+    """Runs, groups, steps, the largest group's memory against the device's, and the time."""
     # heavy: sweep loads torch and yaml; a plan alone loads none
     from ..core.memory import estimate_bytes, memory_limit
     from .sweep import groups
-    from .workload import estimate, model_flops
+    from .workload import estimate
 
     if not runs:
-        return {"runs": 0, "groups": 0, "steps": 0, "flops": 0.0, "memory": 0, "limit": None, "seconds": 0.0}
+        return {"runs": 0, "groups": 0, "steps": 0, "memory": 0, "limit": None, "seconds": 0.0}
     todo = groups(runs)
     memory = max(estimate_bytes(g[0], [c.depth for c in g]) for g in todo)
     limit, what = memory_limit(device)
     return {"runs": len(runs), "groups": len(todo), "steps": sum(g[0].steps for g in todo),
-            "flops": sum(g[0].steps * model_flops(g[0], [c.depth for c in g]) for g in todo),
             "memory": memory, "limit": limit, "limit_what": what, "seconds": estimate(todo)["seconds"]}
 
 
@@ -136,7 +135,7 @@ def plan(root: Path, profile: str, names: list[str], device: str, overrides: dic
         if not p["runs"]:
             log(f"{name}: trains nothing")
             continue
-        log(f"{name}: {p['runs']} runs in {p['groups']} groups, {p['steps']:,} steps, {p['flops']:.3g} FLOP, "
+        log(f"{name}: {p['runs']} runs in {p['groups']} groups, {p['steps']:,} steps, "
             f"largest group {size(p['memory'])}" + (f" of {size(p['limit'])}" if p["limit"] else "")
             + f", about {duration(p['seconds'])} on {where}")
     total = sum(p["seconds"] for p in out.values())

@@ -23,24 +23,18 @@ from pathlib import Path
 
 from ..core.config import ConfigError, RunConfig
 from ..core.memory import step_floats
+from ..core.registry import MODELS
 
 DAY = 86_400.0  # seconds of estimated work above which a job needs --yes
 TIMED_BLOCK = 0.2  # seconds of steps timed per group (after one untimed step)
 TIMED_FLOATS = 2**26  # at most the floats a timed step touches (256 MiB): a larger group is timed on its first models
 FLOAT_BYTES, ENTRY_BYTES = 20, 2_000  # a float in JSON ("0.12345678901234567, "); config, key, checksum
-SELECTION_PERCENTILES = 99  # measure.SELECTION_PERCENTILES (not imported: train loads torch)
 
 
 def result_floats(cfg: RunConfig) -> int:
     """The numbers one stored result holds (train.group_results and measure.extras)."""
-    d, P, L, E = cfg.dim, cfg.context_length, cfg.depth, cfg.eval_points + 1
-    n = 2 * E + 10  # loss curve, losses, plateau, timing
-    if cfg.model != "linear":
-        n += 2 * SELECTION_PERCENTILES + 10  # token selection, decomposition
-    if cfg.model == "linear":
-        n += L * d * d + 1  # every layer's Gamma
-    if cfg.model == "context_updates":
-        n += 2 * L + P * P  # scalars, self-attention mass, one context attention example
+    d, E = cfg.dim, cfg.eval_points + 1
+    n = 2 * E + 10 + MODELS[cfg.model].result_numbers(cfg)  # loss curve, losses, plateau, timing; the model's own
     if cfg.track_modes:
         n += E + d + E * d
     if cfg.track_focus:
@@ -192,14 +186,3 @@ def check_workload(todo: list[list[RunConfig]], yes: bool, cache_root: Path | No
         raise ConfigError(f"work: {describe(e)}: {why}; pass --yes to run it anyway, or train fewer runs or steps")
     print(f"icl: {describe(e)}", file=sys.stderr)
 
-
-def model_flops(cfg: RunConfig, depths: list[int]) -> float:
-    """Estimated FLOPs of one training step of a group (forward and backward, about three forward
-    passes): per layer and context, the query row (softmax, d^2 + 2 P d multiply-adds), a linear
-    update (4 d^2 + 2 d), or every token's P x P attention (context updates and the shared stream,
-    2 P^2 k + 2 P d k + P^2 D)."""
-    d, P, k, B, T = cfg.dim, cfg.context_length, cfg.resolved_key_dim, cfg.batch_size, sum(depths)
-    D = d + 1 if cfg.model == "shared_stream" else d
-    per_layer = {"softmax": d * d + 2 * P * d, "untied_values": d * d + 2 * P * d, "linear": 4 * d * d + 2 * d,
-                 "context_updates": 2 * P * P * k + 2 * P * d * k + P * P, "shared_stream": 2 * P * P * k + 2 * P * D * k + P * P * D}
-    return 3 * 2 * B * T * per_layer[cfg.model]

@@ -6,9 +6,9 @@ import pytest
 import torch
 from conftest import tiny_batch, tiny_config
 
-from icl.core.looped import LOOPED
 from icl.core.models import build, stack_order
 from icl.core.reference import FLOOR
+from icl.core.registry import having, implementation
 from icl.core.tasks import Batch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -21,12 +21,12 @@ def pair(model, depths, seed=3, P=12):
     with torch.no_grad():
         for p in fast.parameters():
             p.add_(torch.randn(p.shape, generator=gen) * 0.5)
-    looped = LOOPED[model](cfg, fast.depths)
+    looped = implementation(model, "looped")(cfg, fast.depths)
     looped.load_state_dict(fast.state_dict())
     return cfg, fast, looped
 
 
-@pytest.mark.parametrize("model", list(LOOPED))
+@pytest.mark.parametrize("model", having("looped"))
 def test_attention_equals_the_looped_one(model):
     """The attention the fast stack reports, against the first implementation run in float64."""
     cfg, fast, looped = pair(model, [4, 2, 1])

@@ -9,9 +9,9 @@ import torch
 from conftest import MODELS, tiny_batch, tiny_config
 
 from icl.core.accel import native
-from icl.core.looped import LOOPED
 from icl.core.models import build, stack_order
 from icl.core.reference import FACTOR, agreement, agrees, attention, plain_model
+from icl.core.registry import having, implementation
 from icl.running.bench import perturbed
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -57,13 +57,13 @@ def test_the_kernels_compute_the_plain_algebra(model, shape, monkeypatch):
     check(stack, tiny_batch(cfg, n=24, seed=2))
 
 
-@pytest.mark.parametrize("model", list(LOOPED))
+@pytest.mark.parametrize("model", having("looped"))
 @pytest.mark.parametrize("scale", ["inverse_depth", "unit"])
 def test_the_first_implementations_compute_the_plain_algebra(model, scale):
     """icl.core.looped is what the bench times the generalised models against: it must do the same work."""
     cfg = tiny_config(model=model, residual_scale=scale, key_dim=3, batch_size=16)
     fast = perturbed(build(cfg, stack_order(model, [3, 1, 2])), 1)
-    looped = LOOPED[model](cfg, fast.depths)
+    looped = implementation(model, "looped")(cfg, fast.depths)
     looped.load_state_dict(fast.state_dict())
     check(looped, tiny_batch(cfg, n=16, seed=1))
 

@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 
 from ..attention import KERNEL_NONLINEARITY
+from ..registry import MODELS
 from .ziggurat import ziggurat_tables
 
 KERNELS = Path(__file__).with_name("kernels")
@@ -170,9 +171,8 @@ def fell_back(name: str, why: str) -> None:
 _SAID: list[str] = []
 
 
-KERNEL_OF = {"softmax": "softmax_ensemble", "untied_values": "softmax_ensemble",
-             "context_updates": "context_updates", "shared_stream": "shared_stream"}  # model -> its kernels
-TOKENS_IN_LANES = ("context_updates", "shared_stream")  # kernels that need contexts of a multiple of 16 tokens
+# kernels that need contexts of a multiple of 16 tokens (icl.core.registry names each model's kernel)
+TOKENS_IN_LANES = {m.kernel for m in MODELS.values() if m.kernel_lanes}
 
 
 def usable(name: str, tokens: int, *tensors: torch.Tensor) -> bool:
@@ -184,16 +184,16 @@ def usable(name: str, tokens: int, *tensors: torch.Tensor) -> bool:
 
 def runs_in_kernel(cfg) -> bool:
     """Whether a model of this config has a C kernel: softmax attention only (icl.core.attention),
-    and for the shared stream one head a layer; everything else trains through autograd."""
-    several_heads = cfg.model == "shared_stream" and cfg.heads > 1
-    return cfg.model in KERNEL_OF and cfg.nonlinearity == KERNEL_NONLINEARITY and not several_heads
+    and one head a layer where its kernel takes no more (icl.core.registry); everything else trains through autograd."""
+    entry = MODELS[cfg.model]
+    return entry.kernel is not None and cfg.nonlinearity == KERNEL_NONLINEARITY and (entry.kernel_heads or cfg.heads == 1)
 
 
 def in_use(cfg, device: torch.device) -> list[str]:
     """The kernels a run of this config trains through, with their builds ("softmax_ensemble:native", ...),
     sampling included (held-out sets are drawn on the CPU); not normal, whose draws are numpy's bits."""
     used = ["sampling"] if usable("sampling", 16) else []
-    name = KERNEL_OF.get(cfg.model) if runs_in_kernel(cfg) else None
+    name = MODELS[cfg.model].kernel if runs_in_kernel(cfg) else None
     if name is not None and device.type == "cpu" and usable(name, cfg.context_length):
         used.append(name)
     return sorted(f"{n}:{BUILT_WITH[n]}" for n in used)
