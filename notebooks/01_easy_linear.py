@@ -140,7 +140,7 @@ label = lambda sp: plots.spectrum_label(*sp)
 # place they are set; from there:
 
 # %%
-rules.show_criteria(s, "C1", "C6a")
+rules.show_criteria(s.params, "C1", "C6a")
 
 # %% [markdown]
 # ## What the references predict, before any training
@@ -189,7 +189,7 @@ pd.DataFrame(ref_rows).set_index(["spectrum", "kind"]).map("{:.3g}".format)
 # an upper bound.
 
 # %%
-runs = s.run(grids.easy_linear(s)["linear"])  # the configs: icl.grids.easy_linear
+runs = s.run(grids.easy_linear(s.params)["linear"])  # the configs: icl.grids.easy_linear
 df = tables.losses_frame(runs).assign(diverged=[r["final_loss"] > r["initial_loss"] for r in runs])
 nb.save_table(s, df, "losses")
 df.pivot_table(index=["input_exponent", "task_exponent"], columns="depth", values="loss").map(
@@ -577,7 +577,7 @@ nb.show(
     },
     digits=2,
 )
-show_claims(s)
+show_claims(s.params)
 
 # %% [markdown]
 # ## Reading the results

@@ -88,10 +88,10 @@ s = nb.parameters(globals())
 # from there:
 
 # %%
-rules.show_criteria(s, "C2")
+rules.show_criteria(s.params, "C2")
 
 # %%
-runs = s.run(grids.easy_nonlinear(s)["sphere"])  # the configs: icl.grids.easy_nonlinear
+runs = s.run(grids.easy_nonlinear(s.params)["sphere"])  # the configs: icl.grids.easy_nonlinear
 df = tables.losses_frame(runs)
 nb.save_table(s, df, "losses")
 df.pivot_table(index=["input_exponent", "task_exponent"], columns="depth", values="loss")
@@ -181,7 +181,7 @@ focus_png = nb.save_figure(
 # same budget, one layer, raw inputs:
 
 # %%
-raw = s.run(grids.easy_nonlinear(s)["raw"])
+raw = s.run(grids.easy_nonlinear(s.params)["raw"])
 sphere = {
     (r["config"]["input_exponent"], r["config"]["task_exponent"]): r["final_loss"]
     for r in one_layer
@@ -269,7 +269,7 @@ nb.show(
     },
     digits=2,
 )
-show_claims(s)
+show_claims(s.params)
 
 # %% [markdown]
 # ## Reading the results

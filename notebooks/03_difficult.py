@@ -171,7 +171,7 @@ key_dims, primary = s["key_dims"], s["key_dims"][0]
 # The thresholds live in `icl.claims.difficult`, the one place they are set; from there:
 
 # %%
-rules.show_criteria(s)
+rules.show_criteria(s.params)
 
 # %% [markdown]
 # ## The runs
@@ -181,7 +181,7 @@ rules.show_criteria(s)
 
 # %%
 # the configs: icl.grids.difficult
-runs = {name: s.run(cfgs) for name, cfgs in grids.difficult(s).items()}
+runs = {name: s.run(cfgs) for name, cfgs in grids.difficult(s.params).items()}
 main, linear, joint, wide = (runs[k] for k in ("main", "linear", "joint", "wide"))
 frames = {
     name: tables.losses_frame(rs)
@@ -676,8 +676,8 @@ for cid, figure in {
     "C9": selection_png,
     "C10": other_png,
 }.items():
-    rules.record_by_regime(s, cid, checks[cid], shown[cid], figure)
-rules.record(s, "C3", checks["C3"], rules.c3_numbers(table3), linear_png)
+    rules.record_by_regime(s.params, cid, checks[cid], shown[cid], figure)
+rules.record(s.params, "C3", checks["C3"], rules.c3_numbers(table3), linear_png)
 rules.record(
     s,
     "C6b",
@@ -723,4 +723,4 @@ nb.show(
     },
     digits=2,
 )
-show_claims(s)
+show_claims(s.params)

@@ -163,7 +163,7 @@ _ = s.config(top_k=K)  # stops here if the context is too short for the broad ta
 # `icl.claims.generalised`, the one place they are set; from there:
 
 # %%
-rules.show_criteria(s)
+rules.show_criteria(s.params)
 
 # %%
 NAMES = {"softmax": "softmax (controlled)", "untied_values": "C.2 untied values",
@@ -178,7 +178,7 @@ NAMES = {"softmax": "softmax (controlled)", "untied_values": "C.2 untied values"
 # %%
 key_dims = s["key_dims"]
 SWEEPS = [(m, K if k == "wide" else k) for m, k in grids.GENERALISED_SWEEPS]
-runs_cfg = grids.generalized(s)
+runs_cfg = grids.generalized(s.params)
 # (model, top_k, key_dim): icl.grids.generalized
 runs = {key: s.run(cfgs) for key, cfgs in runs_cfg.items()}
 df = tables.losses_frame([r for rs in runs.values() for r in rs])
@@ -451,8 +451,8 @@ for kd in key_dims:
     shown["C7"][f"key_dim {kd}"], shown["C8"][f"key_dim {kd}"] = (
         rules.c7_numbers(c7_sweeps), rules.c8_numbers(*c8_rows)
     )
-rules.record_by_regime(s, "C7", checks["C7"], shown["C7"], compare_png)
-rules.record_by_regime(s, "C8", checks["C8"], shown["C8"], scalars_png)
+rules.record_by_regime(s.params, "C7", checks["C7"], shown["C7"], compare_png)
+rules.record_by_regime(s.params, "C8", checks["C8"], shown["C8"], scalars_png)
 nb.write_results(
     s,
     {
@@ -535,4 +535,4 @@ nb.show(
     },
     digits=2,
 )
-show_claims(s)
+show_claims(s.params)

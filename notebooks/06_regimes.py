@@ -92,7 +92,7 @@ nb.end_of_parameters(globals())
 # %%
 s = nb.parameters(globals())
 a, b = s["spectra"][0]
-slices, cells, depths_of = grids.regime_cells(s)
+slices, cells, depths_of = grids.regime_cells(s.params)
 pd.DataFrame([{**vars(c), "depths": f"1-{max(depths_of(c))}"} for c in cells])
 
 # %% [markdown]
@@ -128,7 +128,7 @@ pd.DataFrame([{**vars(c), "depths": f"1-{max(depths_of(c))}"} for c in cells])
 # `icl.claims.regimes`, the one place they are set; from there:
 
 # %%
-rules.show_criteria(s)
+rules.show_criteria(s.params)
 
 # %% [markdown]
 # ## The runs and their bounds
@@ -137,7 +137,7 @@ rules.show_criteria(s)
 # when their settings agree.
 
 # %%
-results = s.run(grids.regimes(s)["cells"])  # the configs: icl.grids.regimes
+results = s.run(grids.regimes(s.params)["cells"])  # the configs: icl.grids.regimes
 df = tables.losses_frame(results).assign(
     dim=[r["config"]["dim"] for r in results],
     context_length=[r["config"]["context_length"] for r in results],
@@ -215,9 +215,9 @@ checks = {
     "R2": {**rules.r2(full), PLATEAU: at_plateau(full_runs)},
     "R3": {**rules.r3(limited), PLATEAU: at_plateau(limited_runs)},
 }
-rules.record(s, "R1", checks["R1"], rules.r1_numbers(full), map_png)
-rules.record(s, "R2", checks["R2"], rules.r2_numbers(full), map_png)
-rules.record(s, "R3", checks["R3"], rules.r3_numbers(limited), cells_png)
+rules.record(s.params, "R1", checks["R1"], rules.r1_numbers(full), map_png)
+rules.record(s.params, "R2", checks["R2"], rules.r2_numbers(full), map_png)
+rules.record(s.params, "R3", checks["R3"], rules.r3_numbers(limited), cells_png)
 results_path = nb.write_results(
     s,
     {
@@ -238,4 +238,4 @@ nb.show(
     },
     digits=2,
 )
-show_claims(s)
+show_claims(s.params)

@@ -127,7 +127,7 @@ first = p03["spectra"][0]
 # The thresholds live in `icl.claims.mechanism`, the one place they are set; from there:
 
 # %%
-rules.show_criteria(s)
+rules.show_criteria(s.params)
 
 # %% [markdown]
 # ## The trained rank-limited sweeps and their baselines
@@ -354,7 +354,7 @@ temperatures.pivot_table(
 # carry and the readout are trained.
 
 # %%
-ablation_runs = s.run(grids.mechanism(s, p03)["ablation"])  # the configs: icl.grids.mechanism
+ablation_runs = s.run(grids.mechanism(s.params, p03)["ablation"])  # the configs: icl.grids.mechanism
 ablation = tables.losses_frame(ablation_runs)
 nb.save_table(s, ablation, "ablation_losses")
 fig, axes = plt.subplots(
@@ -439,9 +439,9 @@ ablation_at = at_plateau(ablation, main[main.key_dim.isin(s["ablation_key_dims"]
 checks = {cid: {**rules.r4(table, kind), PLATEAU: limited_at} for cid, kind in rules.BASELINE_OF.items()}
 checks.update(R5={**rules.r5(r5_cells), PLATEAU: limited_at}, R6={**rules.r6(r6_ranks), PLATEAU: ablation_at})
 for cid, kind in rules.BASELINE_OF.items():
-    rules.record(s, cid, checks[cid], rules.r4_numbers(table, kind), baselines_png)
-rules.record(s, "R5", checks["R5"], rules.r5_numbers(r5_cells), subspaces_png)
-rules.record(s, "R6", checks["R6"], rules.r6_numbers(r6_ranks), ablation_png)
+    rules.record(s.params, cid, checks[cid], rules.r4_numbers(table, kind), baselines_png)
+rules.record(s.params, "R5", checks["R5"], rules.r5_numbers(r5_cells), subspaces_png)
+rules.record(s.params, "R6", checks["R6"], rules.r6_numbers(r6_ranks), ablation_png)
 nb.write_results(
     s,
     {
@@ -489,7 +489,7 @@ nb.show(
     },
     digits=2,
 )
-show_claims(s)
+show_claims(s.params)
 
 # %% [markdown]
 # ## Full-rank stacks: how far their layers leave isotropy

@@ -129,7 +129,7 @@ d, stream_k = s["dim"], s["dim"] // s["stream_heads"]
 # The exact thresholds, from `icl.claims.heads`:
 
 # %%
-rules.show_criteria(s)
+rules.show_criteria(s.params)
 
 # %% [markdown]
 # ## The runs
@@ -137,7 +137,7 @@ rules.show_criteria(s)
 # stack is looped, the number of heads L·h in the stack and its trainable parameters.
 
 # %%
-runs = {name: s.run(cfgs) for name, cfgs in grids.heads_and_loops(s).items()}
+runs = {name: s.run(cfgs) for name, cfgs in grids.heads_and_loops(s.params).items()}
 frames = {name: hl.frame(rs) for name, rs in runs.items()}
 df = pd.concat([f.assign(sweep=name) for name, f in frames.items()], ignore_index=True)
 nb.save_table(s, df, "losses")
@@ -284,9 +284,9 @@ shares = {f"looped / untied gain, {m}": e for m, e in kept.items()}
 checks = {"R7": {**rules.r7(stream_deviation, r7_ranks), PLATEAU: at_plateau(stream_h, stream_one)},
           "R8": {**rules.r8(*r8.values()), PLATEAU: at_plateau(stream_h)},
           "R9": {**rules.r9(kept), PLATEAU: at_plateau(loops)}}
-rules.record(s, "R7", checks["R7"], rules.r7_numbers(stream_deviation, r7_ranks), stream_png)
-rules.record(s, "R8", checks["R8"], r8, stream_png)
-rules.record(s, "R9", checks["R9"], {**gains, **shares}, loops_png)
+rules.record(s.params, "R7", checks["R7"], rules.r7_numbers(stream_deviation, r7_ranks), stream_png)
+rules.record(s.params, "R8", checks["R8"], r8, stream_png)
+rules.record(s.params, "R9", checks["R9"], {**gains, **shares}, loops_png)
 nb.write_results(s, {"checks": checks})
 
 # %% [markdown]
@@ -310,4 +310,4 @@ nb.show({"heads R_deepest": heads.groupby(["key_dim", "heads"]).apply(
          "stream R_1, R_deepest": [p.groupby("depth").loss.mean().iloc[[0, -1]].tolist()
                                    for p in (stream_h, stream_full, stream_one)],
          "gains": [e.value for e in gains.values()]}, digits=2)
-show_claims(s)
+show_claims(s.params)

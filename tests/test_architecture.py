@@ -2,8 +2,10 @@
 an icl module is an arrow, at a module's head or inside a function, relative or absolute. Every
 module lies in one of four layers, core < analysis < claims < running; no arrow goes up from a layer
 to one above it; no arrows close a circle; and an import inside a function, an arrow a reader of the
-module's head does not see, says why on its line or the line above. The walker is also run on a
-made-up package with one fault of each kind, so that each check is seen to fail."""
+module's head does not see, says why on its line or the line above. Nor does analysis or claims
+call up a layer through an object: they read a notebook's parameters as analysis's value object,
+never through running's `Settings`. The walker is also run on a made-up package with one fault of
+each kind, so that each check is seen to fail."""
 import ast
 import io
 import tokenize
@@ -273,6 +275,145 @@ def test_the_walker_finds_an_import_inside_a_function_that_says_nothing(tmp_path
 
 def test_the_walker_finds_a_module_in_no_layer(tmp_path):
     assert outside_layers(write(tmp_path / "pkg", {**CLEAN, "util.py": "", "misc/more.py": ""})) == ["pkg.misc.more", "pkg.util"]
+
+
+# ---------------------------------------------------------------- calls through a later layer's objects
+# An import is not the only way up a layer: a function of analysis handed running's `Settings` calls
+# back into running through it (`s.grid` was `Settings.grid` -> `running.sweep.expand`), and no
+# arrow shows it. So a notebook's parameters reach analysis and claims as a value object of
+# analysis (`icl.analysis.grids.Parameters`), and these checks hold them to it.
+
+LATER = ("running/notebook.py", "Settings")  # the object of a later layer that a notebook holds
+VALUE = ("analysis/grids.py", "Parameters")  # what analysis and claims receive of it instead
+READERS = ("analysis", "claims")
+
+
+def members(path: Path, cls: str) -> set[str]:
+    """The attributes a class defines in its body (methods, properties, fields), dunders aside; none
+    where the file or the class is missing."""
+    if not path.exists():
+        return set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            names = set()
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(item.name)
+                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    names.add(item.target.id)
+                elif isinstance(item, ast.Assign):
+                    names |= {t.id for t in item.targets if isinstance(t, ast.Name)}
+            return {n for n in names if not n.startswith("__")}
+    return set()
+
+
+def later_calls(package: Path) -> list[str]:
+    """Attributes read in analysis and claims (`name.attribute`) that the later layer's object
+    offers and the value object does not (`s.run(...)`, `s.path(...)`, `s.config(...)`): a call
+    through an object of the later layer, which the import walker cannot see."""
+    only = members(package / LATER[0], LATER[1]) - members(package / VALUE[0], VALUE[1])
+    found = []
+    for layer_name in READERS:
+        for path in sorted((package / layer_name).rglob("*.py")):
+            where = path.relative_to(package.parent).as_posix()
+            reads = sorted({(node.lineno, node.value.id, node.attr) for node in ast.walk(ast.parse(path.read_text()))
+                            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr in only})
+            found += [f"{where}:{line} reads {name}.{attr} ({LATER[1]} only)" for line, name, attr in reads]
+    return found
+
+
+def takes_parameters(package: Path) -> set[str]:
+    """'module:qualname' of every function of analysis and claims with an argument annotated as the
+    value object (`s: Parameters`, `s: Parameters | None`): a notebook's parameters go in there."""
+    out = set()
+    known = modules(package)
+    for name, path in known.items():
+        if layer(name) not in READERS:
+            continue
+
+        def walk(node, prefix):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.ClassDef):
+                    walk(child, f"{prefix}{child.name}.")
+                elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    args = child.args.posonlyargs + child.args.args + child.args.kwonlyargs
+                    if any(a.annotation is not None and VALUE[1] in ast.unparse(a.annotation).split(" | ") for a in args):
+                        out.add(f"{name}:{prefix}{child.name}")
+
+        walk(ast.parse(path.read_text()), "")
+    return out
+
+
+def test_analysis_and_claims_call_nothing_only_running_settings_offers():
+    bad = later_calls(ICL)
+    assert bad == [], (f"{len(bad)} reads in {' and '.join(READERS)} of what only running's {LATER[1]} offers; they "
+                       f"receive a notebook's parameters as {VALUE[1]} (a value: add it there, or pass the value "
+                       "itself):\n" + "\n".join(bad))
+
+
+def test_the_check_finds_a_call_through_running_settings(tmp_path):
+    package = write(tmp_path / "pkg", {**CLEAN,
+                                       "running/notebook.py": "class Settings:\n    values: dict\n\n    def run(self):\n"
+                                                              "        pass\n\n    def grid(self):\n        pass\n",
+                                       "analysis/grids.py": "class Parameters:\n    values: dict\n\n    def grid(self):\n"
+                                                            "        pass\n",
+                                       "claims/__init__.py": "def f(s):\n    return s.values, s.grid()\n"})
+    assert later_calls(package) == []  # what the value object also offers is a value
+    write(package, {"analysis/fit.py": "def f(s):\n    return s.run()\n"})
+    assert later_calls(package) == ["pkg/analysis/fit.py:2 reads s.run (Settings only)"]
+
+
+NOTEBOOK_OF = {"easy": {"C1": "01_easy_linear", "C6a": "01_easy_linear", "C2": "02_easy_nonlinear"},
+               "difficult": "03_difficult", "generalised": "04_generalized", "regimes": "06_regimes",
+               "mechanism": "07_mechanism", "heads": "08_heads_and_loops"}  # the notebook each claim's criteria read
+
+
+def test_every_function_given_a_notebooks_parameters_runs_on_the_value_object_alone(capsys):
+    """Each function of analysis and claims that takes a notebook's parameters (`takes_parameters`),
+    called with a fresh value object of the notebook's own validated parameters (ci profile) and no
+    running object: the list of those called is the list of those annotated, so a new one is
+    called here too."""
+    import copy
+    import importlib
+
+    from icl import claims
+    from icl.analysis import grids
+    from icl.running.parameters import notebook_parameters
+    from icl.running.plan import settings
+
+    def params(name: str) -> grids.Parameters:
+        values = settings(ROOT, name, notebook_parameters(ROOT, "ci", name, "cpu")).values
+        return grids.Parameters(copy.deepcopy(values))  # built here: no object of running in it
+
+    called = set()
+
+    def call(fn, *args):
+        called.add(f"{fn.__module__}:{fn.__qualname__}")
+        return fn(*args)
+
+    trains = {"01_easy_linear": grids.easy_linear, "02_easy_nonlinear": grids.easy_nonlinear,
+              "03_difficult": grids.difficult, "04_generalized": grids.generalized, "06_regimes": grids.regimes,
+              "08_heads_and_loops": grids.heads_and_loops}
+    of = {name: params(name) for name in {*trains, "07_mechanism"}}
+    for name, fn in trains.items():
+        assert all(cfgs for cfgs in call(fn, of[name]).values()), name
+    assert call(grids.mechanism, of["07_mechanism"], of["03_difficult"].values)["ablation"]
+    assert call(grids.regime_cells, of["06_regimes"])[1]
+    for module_name, notebooks in NOTEBOOK_OF.items():
+        rules = importlib.import_module(f"icl.claims.{module_name}").RULES
+        for cid, core in rules.core.items():
+            p = of[notebooks[cid] if isinstance(notebooks, dict) else notebooks]
+            call(rules.show_criteria, p, cid)
+            assert "{" not in "".join(call(rules.statement, cid, p))  # every parameter it names is filled in
+            call(rules.record, p, cid, {core: True}, {}, "f.png")
+            call(rules.record_by_regime, p, cid, {"r": {core: True}}, {"r": {}}, "f.png")
+            assert [c["id"] for c in p.claims][-1] == cid
+    p = of["03_difficult"]
+    call(claims.claim, p, "X", "text", "reproduced", {}, "f.png", "rule")
+    call(claims.claim_by_regime, p, "Y", "text", {"r": {"status": "reproduced", "measured": {}}}, "f.png", "rule")
+    call(claims.show_claims, p)
+    assert "X: reproduced" in capsys.readouterr().out
+    assert called == takes_parameters(ICL), f"annotated but not called here: {takes_parameters(ICL) - called}"
 
 
 # ---------------------------------------------------------------- the counts docs/architecture.md gives

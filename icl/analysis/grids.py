@@ -2,15 +2,40 @@
 lists of run configs. The notebook trains them (`Settings.run`); `icl reproduce --plan` counts
 and prices them without training. One definition serves both, so a plan is the notebook's own.
 
-Every function takes the notebook's validated `Settings` (`notebook.parameters`).
+Every function takes the notebook's parameters as values (`Parameters`, validated once by
+`icl.running.notebook.parameters`), never the running layer's `Settings`.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ..core.config import RunConfig, field_names
 from ..core.registry import having
+from ..core.expansion import grid
 
 
-def easy_linear(s) -> dict[str, list[RunConfig]]:
+@dataclass(frozen=True)
+class Parameters:
+    """A notebook's validated parameters as plain values: what analysis and claims read of a
+    notebook (`s.params` in one). `claims` collects the verdicts that `icl.claims` records on them,
+    in order; results.json writes both (`icl.running.notebook.write_results`)."""
+
+    values: dict
+    claims: list = field(default_factory=list)
+
+    def __getitem__(self, key):
+        return self.values[key]
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+    def grid(self, depths, seeds, spectra, **overrides) -> list[RunConfig]:
+        """Every (spectrum, seed, depth) run on the notebook's run settings and `overrides`, in that
+        nesting order (`icl.core.expansion.grid`)."""
+        return grid(self.values, depths, seeds, spectra, **overrides)
+
+
+def easy_linear(s: Parameters) -> dict[str, list[RunConfig]]:
     """Notebook 01: linear attention on the easy task, depth L at learning_rate * L**lr_depth_exponent
     (docs/training_protocol.md, section 7); mode-wise losses recorded for `mode_spectrum`."""
     mode = s["mode_spectrum"] if s["mode_spectrum"] in s["spectra"] else s["spectra"][0]
@@ -19,7 +44,7 @@ def easy_linear(s) -> dict[str, list[RunConfig]]:
                        for c in s.grid(s["depths"], s["seeds"], s["spectra"], model="linear", task="easy")]}
 
 
-def easy_nonlinear(s) -> dict[str, list[RunConfig]]:
+def easy_nonlinear(s: Parameters) -> dict[str, list[RunConfig]]:
     """Notebook 02: softmax on the easy task with the focusing probes, and one layer on raw inputs."""
     return {"sphere": s.grid(s["depths"], s["seeds"], s["spectra"], model="softmax", task="easy", track_focus=True),
             "raw": s.grid([1], s["seeds"][:1], s["raw_spectra"], model="softmax", task="easy", normalize_inputs=False)}
@@ -30,7 +55,7 @@ GENERALISED_SWEEPS = (("softmax", 2), ("untied_values", 2), ("shared_stream", 2)
 CONTEXT_MODELS = having("context_attention")  # P x P attention among the context tokens in every layer
 
 
-def generalized(s) -> dict[tuple, list[RunConfig]]:
+def generalized(s: Parameters) -> dict[tuple, list[RunConfig]]:
     """Notebook 04: every relaxation and the controlled model, top-2 and wide top-k, at every rank;
     the P x P models at full rank over `full_rank_context_depths` (their most expensive runs, where
     the controlled model is flat). Keys (model, top_k, key_dim)."""
@@ -44,7 +69,7 @@ def generalized(s) -> dict[tuple, list[RunConfig]]:
     return out
 
 
-def difficult(s) -> dict[str, list[RunConfig]]:
+def difficult(s: Parameters) -> dict[str, list[RunConfig]]:
     """Notebook 03: the main softmax sweep at every rank, the linear model, and C10's sweeps;
     mode-wise losses recorded for `mode_spectrum` (linear, and softmax at the first rank)."""
     first = s["spectra"][0]
@@ -66,7 +91,7 @@ def difficult(s) -> dict[str, list[RunConfig]]:
             "wide": ranked(s["extra_depths"], s["extra_seeds"], s["wide_spectra"], top_k=s["wide_top_k"])}
 
 
-def regime_cells(s):
+def regime_cells(s: Parameters):
     """Notebook 06's cells (`regimes.map_slices`), every cell once, and the depths of each."""
     from .regimes import Cell, map_slices, unique_cells  # heavy: loads torch, pandas and scipy; grids alone loads none
 
@@ -76,7 +101,7 @@ def regime_cells(s):
     return slices, unique_cells(slices), (lambda c: s["deep_depths"] if c == deep else s["depths"])
 
 
-def regimes(s) -> dict[str, list[RunConfig]]:
+def regimes(s: Parameters) -> dict[str, list[RunConfig]]:
     """Notebook 06: one depth sweep per cell of the map; long contexts train with a smaller batch
     (a step costs about P d per layer)."""
     _, cells, depths_of = regime_cells(s)
@@ -105,7 +130,7 @@ def cell_task(params: dict, cell, spectrum) -> RunConfig:
                        input_exponent=spectrum[0], task_exponent=spectrum[1])
 
 
-def mechanism(s, trained_with: dict) -> dict[str, list[RunConfig]]:
+def mechanism(s: Parameters, trained_with: dict) -> dict[str, list[RunConfig]]:
     """Notebook 07's ablation: notebook 03's settings (`trained_with`, its parameters) at each rank
     of `ablation_key_dims`, every layer's subspace frozen as each kind of `ablation_kinds`."""
     first = trained_with["spectra"][0]
@@ -115,7 +140,7 @@ def mechanism(s, trained_with: dict) -> dict[str, list[RunConfig]]:
                          for kind in s["ablation_kinds"] for seed in s["ablation_seeds"] for L in trained_with["depths"]]}
 
 
-def heads_and_loops(s) -> dict[str, list[RunConfig]]:
+def heads_and_loops(s: Parameters) -> dict[str, list[RunConfig]]:
     """Notebook 08 (notebook 08): (a) the controlled model at every head count h and head rank k with
     h k <= d, depths with L h <= max_total_heads (h = 1 is notebook 03's sweep, the same configs);
     (b) the shared stream with h k = d (stream_heads heads of rank d / h) against one head of rank d

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis.exponents import exponent
+from ..analysis.grids import Parameters
 from ..analysis.intervals import Estimate
 
 # Each check's name -> the names of the numbers it reads ("case > number" where it reads one case's
@@ -253,10 +254,10 @@ def _record_status(row: dict, status) -> dict:
     return row
 
 
-def claim(s, cid: str, text: str, status, measured: dict, figure: str, criterion: str,
+def claim(s: Parameters, cid: str, text: str, status, measured: dict, figure: str, criterion: str,
           regimes: dict | None = None, core: str | None = None) -> dict:
-    """Record one claim's verdict (it goes to results.json, then to outputs/REPORT.md), with the
-    name of its core check (the report's "decided by"). A claim judged in several regimes gives
+    """Record one claim's verdict in the notebook's parameters' `claims` (it goes to results.json,
+    then to outputs/REPORT.md), with the name of its core check (the report's "decided by"). A claim judged in several regimes gives
     `regimes` = {regime: {"status": ..., "measured": {...}}}."""
     row = _record_status({"id": cid, "claim": text, "criterion": criterion}, status)
     row.update(measured=_plain(measured), figure=figure)
@@ -265,11 +266,11 @@ def claim(s, cid: str, text: str, status, measured: dict, figure: str, criterion
     if regimes:
         row["regimes"] = {str(k): _record_status({"measured": _plain(r["measured"])}, r["status"])
                           for k, r in regimes.items()}
-    s.claims = [c for c in s.claims if c["id"] != cid] + [row]
+    s.claims[:] = [c for c in s.claims if c["id"] != cid] + [row]  # in place: Parameters is frozen, its list is the record
     return row
 
 
-def claim_by_regime(s, cid: str, text: str, regimes: dict, figure: str, criterion: str,
+def claim_by_regime(s: Parameters, cid: str, text: str, regimes: dict, figure: str, criterion: str,
                     core: str | None = None) -> dict:
     """Record a claim judged in several regimes, {regime: {"status": ..., "measured": {...}}}: its
     overall status (`overall`) and the regimes where it holds, at least partly and fully."""
@@ -295,32 +296,32 @@ class Rules:
         """The claim's status from its checks, judged by its core (`verdict`)."""
         return verdict(checks, self.core[cid])
 
-    def statement(self, cid: str, s=None) -> tuple[str, str]:
+    def statement(self, cid: str, s: Parameters | None = None) -> tuple[str, str]:
         """Claim `cid`'s text and criterion; a number that is a notebook parameter ("{mode_level}")
-        is filled in from the settings `s` where given."""
+        is filled in from the notebook's parameters `s` where given."""
         fill = lambda t: t.format(**s.values) if s is not None and "{" in t else t  # noqa: E731
         return fill(self.text[cid]), fill(self.criteria[cid])
 
-    def show_criteria(self, s=None, *cids: str) -> None:
+    def show_criteria(self, s: Parameters | None = None, *cids: str) -> None:
         """The criteria cell: each claim's statement and criterion, with its thresholds (the claims
         `cids`, or all of them; a module can serve two notebooks)."""
         for cid in cids or self.core:
             print("{}: {}\n    {}".format(cid, *self.statement(cid, s)))
 
-    def record(self, s, cid: str, checks: dict, numbers: dict, figure: str) -> dict:
+    def record(self, s: Parameters, cid: str, checks: dict, numbers: dict, figure: str) -> dict:
         """Record claim `cid` from its checks and the numbers its record shows beside them."""
         text, criterion = self.statement(cid, s)
         return claim(s, cid, text, self.status(cid, checks), {**numbers, **checks}, figure, criterion,
                      core=self.core[cid])
 
-    def record_by_regime(self, s, cid: str, checks: dict, numbers: dict, figure: str) -> dict:
+    def record_by_regime(self, s: Parameters, cid: str, checks: dict, numbers: dict, figure: str) -> dict:
         """Record claim `cid` judged in several regimes: `checks` and `numbers` keyed by regime."""
         regimes = {r: {"status": self.status(cid, c), "measured": {**numbers[r], **c}} for r, c in checks.items()}
         text, criterion = self.statement(cid, s)
         return claim_by_regime(s, cid, text, regimes, figure, criterion, core=self.core[cid])
 
 
-def show_claims(s) -> None:
+def show_claims(s: Parameters) -> None:
     """One line per recorded claim: its id and status (with its range where inconclusive)."""
     label = lambda r: r["status"] + (" (budget)" if r.get("budget") else "") + (  # noqa: E731
         f" ({r['range'][0]} to {r['range'][1]})" if "range" in r else "")

@@ -14,20 +14,21 @@ import math
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ..analysis.grids import Parameters, config_from
 from ..claims import round_numbers
-from ..core.config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, check_threads, coerce, excerpt, field_names, within
+from ..core.config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, check_threads, coerce, excerpt, within
 from ..core.suggest import did_you_mean
 from ..core.train import is_diverged
 from . import files, paths, processes
 from .cache import MemoryCache, RunCache
 from .paths import repo_root
-from .sweep import diverged, expand, run_sweep
+from .sweep import diverged, run_sweep
 
 _DECLARED: dict[str, object] = {}
 EXPONENTS = ("input_exponent", "task_exponent")
@@ -77,28 +78,35 @@ def _check_type(key: str, value, default) -> object:
 
 @dataclass
 class Settings:
-    """A notebook's validated parameters and what follows from them."""
+    """A notebook's validated parameters and what follows from them: its runs, through the cache,
+    and its output folder. What analysis and claims read goes to them as values, `params` (an
+    `icl.analysis.grids.Parameters`, built once in `parameters`), never as this object."""
 
-    values: dict
+    params: Parameters
     root: Path
     output_dir: Path
     cache: RunCache | None
-    claims: list = field(default_factory=list)
+
+    @property
+    def values(self) -> dict:
+        return self.params.values
+
+    @property
+    def claims(self) -> list:
+        """The verdicts recorded so far (`icl.claims.claim`, into `params`)."""
+        return self.params.claims
 
     def __getitem__(self, key):
-        return self.values[key]
-
-    def _run_values(self) -> dict:
-        return {k: v for k, v in self.values.items() if k in field_names()}
+        return self.params[key]
 
     def config(self, **overrides) -> RunConfig:
         """The base run config: every RunConfig field the notebook declares, then overrides."""
-        return RunConfig.from_dict({**self._run_values(), **overrides}, "parameters")
+        return config_from(self.values, "parameters", **overrides)
 
     def grid(self, depths, seeds, spectra, **overrides) -> list[RunConfig]:
         """Every (spectrum, seed, depth) run on the notebook's settings and `overrides`, in that
-        nesting order (`sweep.expand`)."""
-        return expand({**self._run_values(), **overrides, "spectra": spectra, "seeds": seeds, "depths": depths}, "parameters")
+        nesting order (`Parameters.grid`)."""
+        return self.params.grid(depths, seeds, spectra, **overrides)
 
     def run(self, cfgs: list[RunConfig]) -> list[dict]:
         """Train (or read from the cache) every config; groups train in one batched pass. A run that
@@ -158,7 +166,7 @@ def parameters(ns: dict, make_outputs: bool = True) -> Settings:
     name = Path(_DECLARED["output_dir"]).name
     out = paths.check_output_dir(root, values["output_dir"], notebook=name)  # before anything is written
     cache = RunCache(root / values["cache_dir"]) if values.get("cache_dir") else None
-    settings = Settings(values, root, out, cache)
+    settings = Settings(Parameters(values), root, out, cache)  # the values, checked: analysis and claims read only these
     settings.config()  # every run setting is checked here, before anything trains
     if make_outputs:
         paths.make_own(out, name, values.get("profile", ""))

@@ -54,7 +54,7 @@ def notebook_runs(root: Path, profile: str, name: str, params: dict) -> list[Run
           "08_heads_and_loops": grids.heads_and_loops}
     if name not in of:
         return []
-    return [c for cfgs in of[name](settings(root, name, params)).values() for c in cfgs]
+    return [c for cfgs in of[name](settings(root, name, params).params).values() for c in cfgs]  # grids read values only
 
 
 def remaining(root: Path, runs: list[RunConfig], params: dict) -> list[list[RunConfig]]:

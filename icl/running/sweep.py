@@ -4,7 +4,6 @@ to the run cache at once, so a killed sweep resumes where it stopped. A run that
 recorded as such and its group's other runs are kept (train.train_finite)."""
 from __future__ import annotations
 
-import itertools
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,19 +11,13 @@ from pathlib import Path
 import yaml
 from tqdm import tqdm
 
-from ..core.config import ConfigError, RunConfig, excerpt, field_names
+from ..core.config import ConfigError, RunConfig, excerpt
+from ..core.expansion import expand  # noqa: F401  the runs a sweep file describes, expanded where a notebook's grid is
 from ..core.memory import check_fits
-from ..core.suggest import did_you_mean
 from ..core.train import group_key, is_diverged, train_finite, train_finite_together
 from .cache import RunCache
 from .files import rescue
 from .passes import passes
-
-# Plural keys of a sweep file and the RunConfig field each one varies, outermost first: runs come
-# out spectrum by spectrum, then seed, model, top_k, and depth and learning rate innermost (the two
-# axes a batched group varies, so a group's models stack in the order the file lists them).
-PLURALS = {"seeds": "seed", "models": "model", "top_ks": "top_k", "depths": "depth", "learning_rates": "learning_rate"}
-
 
 # A parameter file's YAML may expand (its aliases followed) to at most this many values, and be at
 # most this large: the sweeps in params/ hold a few hundred values. Aliases make a file of nested
@@ -107,34 +100,6 @@ def read_yaml(path: str | Path, may_be_empty: bool = False) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: must hold a mapping of parameter names to values, not {type(data).__name__}")
     return data
-
-
-def expand(spec: dict, source: str = "sweep") -> list[RunConfig]:
-    """Every run a sweep mapping (or a notebook's `Settings.grid`) describes, nested in the order of
-    PLURALS with `spectra` (a list of [input_exponent, task_exponent]) outermost."""
-    allowed = set(field_names()) | set(PLURALS) | {"spectra"}
-    unknown = sorted(set(spec) - allowed, key=str)  # YAML keys need not be strings
-    if unknown:
-        raise ConfigError(f"{source}: unknown key {excerpt(unknown[0])}; allowed keys: {', '.join(sorted(allowed))}"
-                          + did_you_mean(unknown[0], allowed))
-    for plural, single in PLURALS.items():
-        if plural in spec and single in spec:
-            raise ConfigError(f"{source}: give either {single!r} or {plural!r}, not both")
-    base = {k: v for k, v in spec.items() if k in field_names()}
-    axes = []
-    if "spectra" in spec:
-        spectra = spec["spectra"]
-        if not isinstance(spectra, list) or not all(isinstance(s, (list, tuple)) and len(s) == 2 for s in spectra):
-            raise ConfigError(f"{source}: spectra must be a list of [input_exponent, task_exponent] pairs, not {excerpt(spectra)}")
-        axes.append([{"input_exponent": a, "task_exponent": b} for a, b in spectra])
-    for plural, single in PLURALS.items():
-        if plural in spec:
-            values = spec[plural]
-            if not isinstance(values, list) or not values:
-                raise ConfigError(f"{source}: {plural} must be a non-empty list, not {excerpt(values)}")
-            axes.append([{single: v} for v in values])
-    return [RunConfig.from_dict({**base, **{k: v for d in combo for k, v in d.items()}}, source)
-            for combo in itertools.product(*axes)]
 
 
 def groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:

@@ -40,11 +40,10 @@ def test_overall_status_of_a_claim_judged_in_several_regimes():
 
 
 def test_a_claim_judged_by_regime_records_each_verdict_and_where_it_holds():
-    from types import SimpleNamespace
-
+    from icl.analysis.grids import Parameters
     from icl.claims import claim_by_regime
 
-    s = SimpleNamespace(claims=[])
+    s = Parameters({})
     regimes = {"key_dim 4": {"status": "partly reproduced", "measured": {"alpha": 0.7000001}},
                "key_dim 16": {"status": "not reproduced", "measured": {"alpha": 0.0}}}
     row = claim_by_regime(s, "C4", "text", regimes, "fig.png", "rule")
@@ -104,11 +103,10 @@ def test_overall_carries_the_regimes_ranges():
 
 
 def test_an_inconclusive_claim_records_its_range_and_estimates_as_intervals():
-    from types import SimpleNamespace
-
+    from icl.analysis.grids import Parameters
     from icl.claims import claim
 
-    s = SimpleNamespace(claims=[])
+    s = Parameters({})
     row = claim(s, "C4", "text", verdict({"falls": None}, "falls"), {"alpha": est(0.8, 1.0, 1.3)}, "f.png", "rule",
                 core="falls")
     assert row["core"] == "falls"

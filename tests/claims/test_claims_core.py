@@ -9,6 +9,7 @@ import pytest
 
 from icl.analysis import exponents
 from icl.analysis.estimates import estimate_columns, estimate_table
+from icl.analysis.grids import Parameters
 from icl.analysis.intervals import Estimate
 from icl.claims import difficult, easy, generalised, heads, mechanism, regimes
 
@@ -181,25 +182,23 @@ def test_a_curve_s_tail_exponent_or_why_it_is_not_read():
     assert isinstance(exponents.tail_exponent(depths, [0.5] * 7, 2), str)
 
 
-class Notebook:
-    """The settings a claim's record reads: its claims and the parameters its criteria name."""
-
-    def __init__(self):
-        self.claims, self.values = [], {"mode_level": 0.1, "wide_top_k": 16, "reference_depth": 4}
+def notebook_params() -> Parameters:
+    """What a claim's record reads of a notebook: the parameters its criteria name, as values."""
+    return Parameters({"mode_level": 0.1, "wide_top_k": 16, "reference_depth": 4})
 
 
 @pytest.mark.parametrize("module", [easy, difficult, generalised, regimes, mechanism, heads],
                          ids=lambda m: m.__name__.rsplit(".", 1)[1])
 def test_each_claim_is_stated_once_in_its_module_with_the_thresholds_filled_in(module, capsys):
     assert set(module.TEXT) == set(module.CRITERIA) == set(module.CORE)
-    module.show_criteria(Notebook())  # every claim of the module
+    module.show_criteria(notebook_params())  # every claim of the module
     printed = capsys.readouterr().out
     assert all(f"{cid}: {module.TEXT[cid][:20]}" in printed for cid in module.CORE)
     assert "{" not in printed  # every parameter a criterion names is filled in
 
 
 def test_a_record_carries_the_module_s_statement_criterion_and_core():
-    s = Notebook()
+    s = notebook_params()
     checks = regimes.r1(table(dict(R_1_over_bound=est(1.2, 1.3, 1.4))))
     row = regimes.record(s, "R1", checks, {"R_1 / softmax bound": {}}, "map.png")
     assert row["status"] == "not reproduced" and row["core"] == regimes.CORE["R1"]

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from icl.analysis import heads_loops as hl
+from icl.analysis.grids import Parameters
 from icl.analysis.intervals import Estimate
 from icl.claims import heads as rules
 
@@ -52,11 +53,8 @@ def test_r9_core_holds_and_fails_on_the_looped_p_by_p_models():
 
 
 def test_the_record_names_its_core_check(capsys):
-    class S:
-        claims, values = [], {}
-
     checks = rules.r8(est(0.0, 0.02, 0.05), est(0.0, 0.1, 0.2), est(0.98, 1.0, 1.02))
-    row = rules.record(S(), "R8", checks, {"gain": est(0.0, 0.02, 0.05)}, "fig.png")
+    row = rules.record(Parameters({}), "R8", checks, {"gain": est(0.0, 0.02, 0.05)}, "fig.png")
     assert row["core"] == rules.CORE["R8"] and row["core"] in row["measured"]
     rules.show_criteria()
     printed = capsys.readouterr().out
