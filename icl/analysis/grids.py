@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core.config import RunConfig, field_names
-from ..core.registry import having
 from ..core.expansion import grid
+from ..core.registry import having
 
 
 @dataclass(frozen=True)
