@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .accel import native
-from .accel.functions import ContextKernel, SoftmaxLayers, StreamLayers, Workspace
-from .attention import shares, weights
-from .heads import head_mean, split_heads, stream_layer
+from .accel.functions import Workspace
+from .attention import shares
+from .heads import head_mean, split_heads
+from .layers import context_attention, context_states, path, project, query_readout, softmax_layers, stream_layers
 from .config import RunConfig
 from .registry import MODELS, implementation
 from .tasks import Batch, gaussian
@@ -102,52 +102,6 @@ class Stack(nn.Module):
         """(B, T) per-layer predictors -> (B, M) predictions: the mean over each model's layers."""
         return g @ self.layer_mean
 
-    def kernel(self, name: str, tokens: int, *tensors: torch.Tensor) -> bool:
-        """Whether this forward pass runs in the C kernel `name` (icl.core.accel): one that
-        `native.runs_in_kernel` allows for this config, on tensors it takes (CPU float32)."""
-        return not self.replicated and native.runs_in_kernel(self.cfg) and native.usable(name, tokens, *tensors)
-
-
-def project(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
-    """x (B, P, d), W (n, c, d) -> W_m x_mu feature-major, (n, B, c, P): one (n c, d) x (d, B P) product."""
-    (B, P, d), (n, c, _) = x.shape, W.shape
-    return (W.reshape(n * c, d) @ x.reshape(B * P, d).T).view(n, c, B, P).transpose(1, 2).contiguous()
-
-
-def query_readout(a: torch.Tensor, x: torch.Tensor, y: torch.Tensor, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """f_t = sum_mu A_t,mu y_mu with A_t = weights(a_t . x_mu) for every layer (or head) t:
-    a (B, T, d) = K_t^T Q_t x_q, x (B, P, d), y (B, P) or per layer (B, T, P). Returns f (B, T)
-    and the weights A (B, T, P)."""
-    att = weights(a @ x.transpose(1, 2), kind)  # (B, T, P)
-    f = (att @ y.unsqueeze(-1)).squeeze(-1) if y.dim() == 2 else (att * y).sum(-1)
-    return f, att
-
-
-def context_attention(qk: torch.Tensor, kind: str) -> torch.Tensor:
-    """Context-to-context weights from qk = [qx; kx] (n, B, 2k, P), feature-major: (n B, P, P)."""
-    n, B, k2, P = qk.shape
-    qk = qk.reshape(n * B, k2, P)
-    return weights(qk[:, : k2 // 2].transpose(1, 2) @ qk[:, k2 // 2 :], kind)
-
-
-def context_states(x, Q, K, u, y, counts: list[int], kind: str) -> torch.Tensor:
-    """The context states of ContextUpdates, layer by layer, for all models at once:
-    h_{j+1} = h_j + u_j A_j h_j with A_j = weights((Q_j x)(K_j x)^T) (scores from the fixed inputs),
-    for the n_{j+1} models that have a layer j + 1. x (B, P, d); Q, K (T, k, d) and u (T,) in
-    `Cascade.by_layer` order; y (B, P). Returns every state some query reads, h_j of the n_j
-    models deeper than j, stacked layer index first: (T, B, P)."""
-    B, P, _ = x.shape
-    h, states, start = y.expand(counts[0], B, P), [], 0
-    for j, n in enumerate(counts):
-        states.append(h)
-        if j + 1 < len(counts):  # layer j moves the states of the models with a layer j + 1
-            nxt = counts[j + 1]
-            rows = slice(start, start + nxt)
-            A = context_attention(project(x, torch.cat([Q[rows], K[rows]], 1)), kind)  # (nxt B, P, P)
-            read = (A @ h[:nxt].reshape(nxt * B, P, 1)).view(nxt, B, P)  # (A h)_mu
-            h = h[:nxt] + u[rows, None, None] * read
-        start += n
-    return torch.cat(states)
 
 
 class SoftmaxEnsemble(Stack):
@@ -160,9 +114,8 @@ class SoftmaxEnsemble(Stack):
     With h heads (icl/heads.py) every head is a predictor like a layer, and a layer's predictor is
     the mean of its heads'; with tie_layers one Q, K (and value) per model is read at every depth.
 
-    Only the query row of attention is computed, for all layers at once: a_t = K_t^T Q_t x_q, then
-    `query_readout`, through autograd; on the CPU the whole of it runs in the C kernel
-    accel/kernels/softmax_ensemble.c (SoftmaxLayers), one context at a time through every layer.
+    Only the query row of attention is computed, for all layers at once (`icl.core.layers.softmax_layers`,
+    or on the CPU its C kernel, one context at a time through every layer).
     The same model written the plain way (each layer full masked attention over all P + 1 tokens,
     the query's state h_q <- h_q + s A h) is `icl.core.reference.Softmax`, which
     tests/core/test_reference.py compares both paths with.
@@ -182,18 +135,10 @@ class SoftmaxEnsemble(Stack):
         Q, K, h = self.per_layer(self.query), self.per_layer(self.key), self.heads  # (T, h k, d)
         if h > 1:  # every head a layer of its own, weighted c_l / h: a layer's predictor is its heads' mean
             Q, K, c = split_heads(Q, h), split_heads(K, h), c.repeat_interleave(h) / h  # (T h, k, d), (T h,)
-        if not attention and self.kernel("softmax_ensemble", batch.x.shape[1], batch.x, Q):
-            g = SoftmaxLayers.apply(Q, K, c, batch.x, batch.xq, batch.y, self.workspace,
-                                     torch.is_grad_enabled())  # (B, T h) in C
-            g = g if h == 1 else g.unflatten(1, (-1, h)).sum(-1)  # (B, T)
-            return Output(self.ensemble(g), g)
-        # x_mu . (K_l^T Q_l x_q): one (B, d) x (d, T*d) product through the merged K_l^T Q_l.
-        merged = torch.einsum("tkd,tke->tde", K, Q)  # (T h, d, d) K_l^T Q_l, per head
-        a = (batch.xq @ merged.flatten(0, 1).T).unflatten(1, merged.shape[:2])  # (B, T h, d)
-        f, att = query_readout(a, batch.x, batch.y, self.cfg.nonlinearity)  # (B, T h) each head's weighted label
-        g = f * c
+        layers = path(softmax_layers, self, batch.x.shape[1], batch.x, Q, attention=attention)
+        g, att = layers(Q, K, c, batch.x, batch.xq, batch.y, self.cfg.nonlinearity, self.workspace, attention)  # (B, T h)
         if h > 1:  # (B, T): each layer's heads summed (weighted 1/h), their attention averaged
-            g, att = g.unflatten(1, (-1, h)).sum(-1), head_mean(att, h, 1)
+            g, att = g.unflatten(1, (-1, h)).sum(-1), head_mean(att, h, 1) if attention else None
         return Output(self.ensemble(g), g, shares(att.detach(), self.cfg.nonlinearity) if attention else None)
 
 
@@ -269,7 +214,7 @@ class ContextUpdates(Cascade):
     context tokens, h_mu <- h_mu + u_l sum_nu A_{mu,nu} h_nu, with a learned scalar u_l (§C.3).
 
     Context attention depends on the inputs only; the states evolve in `context_states`, all
-    models at once (on the CPU in the C kernel accel/kernels/context_updates.c, ContextKernel); the
+    models at once (`icl.core.layers.context_states`, or on the CPU its C kernel); the
     query rows are `query_readout`'s. The plain algebra, one model at a time, is
     `icl.core.reference.ContextUpdates`, which the tests compare both paths with."""
 
@@ -283,11 +228,8 @@ class ContextUpdates(Cascade):
         Q, K = (self.per_layer(p, self.by_layer) for p in (self.query, self.key))  # (T, k, d), layer index first
         u = self.per_layer(self.context_scalar, self.by_layer)  # (T,)
         kind = self.cfg.nonlinearity
-        if self.kernel("context_updates", batch.x.shape[1], batch.x, Q, K, u, batch.y):
-            states = ContextKernel.apply(batch.x, Q, K, u, batch.y, self.counts, self.workspace,
-                                         torch.is_grad_enabled())  # (T, B, P) in C
-        else:
-            states = context_states(batch.x, Q, K, u, batch.y, self.counts, kind)
+        layers = path(context_states, self, batch.x.shape[1], batch.x, Q, K, u, batch.y)
+        states = layers(batch.x, Q, K, u, batch.y, self.counts, kind, self.workspace)  # (T, B, P)
         a = torch.einsum("tkd,btk->btd", K, torch.einsum("tkd,bd->btk", Q, batch.xq))  # (B, T, d) K^T Q x_q
         f, att = query_readout(a, batch.x, states.transpose(0, 1), kind)  # (B, T)
         owner = self.layer_model[self.by_layer]
@@ -327,41 +269,18 @@ class SharedStream(Cascade):
 
     def forward(self, batch: Batch, attention: bool = False) -> Output:
         B, P = batch.y.shape
-        M, D = self.n_models, self.in_dim
         z = torch.cat([torch.cat([batch.x, batch.y.unsqueeze(-1)], -1),
                        torch.cat([batch.xq, batch.xq.new_zeros(B, 1)], -1).unsqueeze(1)], 1)  # (B, P+1, D)
         base = z[:, P] @ self.readout.T  # (B, M) r . z_q^0
-        if not attention and self.kernel("shared_stream", P, z, self.query, self.value):  # one head a layer
-            return self.forward_native(z, base)
-        z = z.expand(M, B, P + 1, D)  # (M, B, P+1, D), models first: the active ones are z[:n]
-        qk = self.per_layer(torch.cat([self.query, self.key], 1), self.by_layer)  # (T, 2 h k, D) layer index first
-        qk = qk.transpose(1, 2).split(self.counts)  # (n_j, D, 2 h k)
-        finished, contrib, att_q = [], [], []  # final query states of the models done (shallowest last)
-        for j, n in enumerate(self.counts):
-            if n < z.shape[0]:
-                finished.append(z[n:, :, P])
-                z = z[:n]
-            dz, att = stream_layer(z, qk[j], self.value[:n], self.update_scale[:n], P, self.heads, self.cfg.nonlinearity)
-            contrib.append(dz[:, :, P] @ self.readout[:n, :, None])  # (n, B, 1) r . Delta_l
-            # (n, B, P) the heads' mean
-            att_q.append(shares(att.detach()[:, :, :, P], self.cfg.nonlinearity).mean(2) if attention else None)
-            z = z + dz
-        zq = torch.cat([z[:, :, P]] + finished[::-1])  # (M, B, D)
-        pred = (zq * self.readout[:, None]).sum(-1).T  # (B, M)
-        g = (base[:, self.layer_model[self.by_layer]] + self.layer_depth * torch.cat(contrib).squeeze(-1).T)[:, self.from_by_layer]
-        qa = torch.cat(att_q).transpose(0, 1)[:, self.from_by_layer] if attention else None
-        return Output(pred, g, qa)
-
-    def forward_native(self, z: torch.Tensor, base: torch.Tensor) -> Output:
-        """The same layers in accel/kernels/shared_stream.c (StreamLayers), one (model, context) pair
-        at a time: the query's update at every layer and its final state."""
-        QK = self.per_layer(torch.cat([self.query, self.key], 1), self.by_layer)  # (T, 2k, D) layer index first
-        dzq, zq = StreamLayers.apply(z, QK, self.value, self.update_scale, self.counts, self.workspace,
-                                     torch.is_grad_enabled())  # (T, B, D), (M, B, D)
+        QK = self.per_layer(torch.cat([self.query, self.key], 1), self.by_layer)  # (T, 2 h k, D) layer index first
+        layers = path(stream_layers, self, P, z, self.query, self.value, attention=attention)
+        dzq, zq, att = layers(z, QK, self.value, self.update_scale, self.counts, self.heads, self.cfg.nonlinearity,
+                              self.workspace, attention)  # (T, B, D), (M, B, D), (T, B, P)
         owner = self.layer_model[self.by_layer]
         contrib = (dzq * self.readout[owner, None]).sum(-1).T  # (B, T) r . Delta_l
         pred = (zq * self.readout[:, None]).sum(-1).T  # (B, M)
-        return Output(pred, (base[:, owner] + self.layer_depth * contrib)[:, self.from_by_layer])
+        g = (base[:, owner] + self.layer_depth * contrib)[:, self.from_by_layer]
+        return Output(pred, g, att.transpose(0, 1)[:, self.from_by_layer] if attention else None)
 
 
 def model_class(model: str) -> type[Stack]:

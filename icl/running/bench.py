@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -71,17 +72,8 @@ def check_same(cfg: RunConfig, depths: list[int], device: torch.device, seed: in
 
 def with_kernels(step: Callable[[], None], allowed: str) -> Callable[[], None]:
     """A step run with the kernels of icl.core.accel.native that `allowed` names (ICL_NATIVE: "1"
-    all, "0" none, or a comma-separated list), whatever the environment."""
-
-    def run() -> None:
-        before = os.environ.get("ICL_NATIVE")
-        os.environ["ICL_NATIVE"] = allowed
-        try:
-            step()
-        finally:
-            os.environ.pop("ICL_NATIVE") if before is None else os.environ.update(ICL_NATIVE=before)
-
-    return run
+    all, "0" none, or a comma-separated list), whatever the environment (restored after each step)."""
+    return mock.patch.dict(os.environ, {"ICL_NATIVE": allowed})(step)
 
 
 def icl_trainer(cfg: RunConfig, depths: list[int], device: torch.device, looped: bool = False) -> Callable[[], None]:

@@ -122,3 +122,19 @@ def test_every_entry_names_classes_that_exist():
         assert issubclass(registry.implementation(name, "plain"), reference.Plain)
         if registry.MODELS[name].looped:
             assert issubclass(registry.implementation(name, "looped"), models.Stack)
+
+
+def test_each_kernel_sits_beside_its_torch_lines_with_their_signature():
+    """icl.core.layers: every C kernel is the twin of one torch function, called the same way, and
+    the models name only the torch function (no kernel, no native call, in models.py)."""
+    import inspect
+
+    from icl.core import layers
+
+    for torch_lines, kernel in layers.KERNELS.items():
+        assert inspect.signature(torch_lines) == inspect.signature(kernel), torch_lines.__name__
+    source = Path(models.__file__).read_text()
+    imported = {a.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)
+                for a in node.names if (node.module or "").startswith("accel")}
+    assert imported <= {"Workspace"}, imported
+    assert "native." not in source

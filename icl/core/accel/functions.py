@@ -98,7 +98,7 @@ class ContextKernel(torch.autograd.Function):
     `Cascade.by_layer` order, y (B, P) and the counts n_j. Returns every state some query reads,
     (T, B, P), layer index first. It keeps no attention: per row, the largest score and the
     softmax's sum, and [A h, A (h kx), A kx], from which the backward pass recomputes it.
-    x and y get no gradient. The autograd path it replaces is `icl.core.models.context_states`."""
+    x and y get no gradient. The autograd path it replaces is `icl.core.layers.context_states`."""
 
     @staticmethod
     def forward(ctx, x, Q, K, u, y, counts, workspace, keep):

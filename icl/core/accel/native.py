@@ -189,11 +189,16 @@ def runs_in_kernel(cfg) -> bool:
     return entry.kernel is not None and cfg.nonlinearity == KERNEL_NONLINEARITY and (entry.kernel_heads or cfg.heads == 1)
 
 
+def kernel_of(cfg) -> str | None:
+    """The C kernel a model of this config trains through on a CPU (icl.core.registry), or None."""
+    return MODELS[cfg.model].kernel if runs_in_kernel(cfg) else None
+
+
 def in_use(cfg, device: torch.device) -> list[str]:
     """The kernels a run of this config trains through, with their builds ("softmax_ensemble:native", ...),
     sampling included (held-out sets are drawn on the CPU); not normal, whose draws are numpy's bits."""
     used = ["sampling"] if usable("sampling", 16) else []
-    name = MODELS[cfg.model].kernel if runs_in_kernel(cfg) else None
+    name = kernel_of(cfg)
     if name is not None and device.type == "cpu" and usable(name, cfg.context_length):
         used.append(name)
     return sorted(f"{n}:{BUILT_WITH[n]}" for n in used)
