@@ -11,23 +11,13 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from pathlib import Path
 
-from ..claims import READS
+from ..claims import CASE, READS, kind, label, status_text
 from .markdown import cell, escape, fill, table
 
 MARKS = {True: "✓", False: "✗", None: "inconclusive:"}
 SHORT = {"partly reproduced": "partly", "not reproduced": "not"}  # a rank's status beside the claim's
-CASE = re.compile(r"\(a, b\)|d=?\d|top-\d|key_dim|k=\d")  # how a spectrum's or cell's label starts
-
-
-def label(text) -> str:
-    """One style for every spectrum and cell label: `d=16, P=64, k=4`, `k=4`, `(a, b) = (1, 0)`."""
-    text = re.sub(r"\bd(\d+) P(\d+) k(\d+)\b", r"d=\1, P=\2, k=\3", str(text))
-    text = re.sub(r"\bkey_dim[ =](\d+)", r"k=\1", text)
-    text = re.sub(r", \((-?[\d.]+), (-?[\d.]+)\)$", r", (a, b) = (\1, \2)", text)  # notebook 04's sweep names
-    return text.replace("_", " ")
 
 
 def is_estimate(v) -> bool:
@@ -102,9 +92,7 @@ def parts(record: dict) -> list[tuple[str | None, dict]]:
 
 def outcome(v) -> bool | None:
     """A check's outcome; a per-cell check fails if one cell fails, holds if all hold."""
-    if isinstance(v, list):
-        return False if False in v else None if None in v else True
-    return v
+    return (False if False in v else None if None in v else True) if isinstance(v, list) else v
 
 
 def sweep_check(name: str) -> tuple[str | None, str]:
@@ -165,12 +153,6 @@ def deciding(record: dict) -> tuple[str | None, str, object, list]:
 # ---------------------------------------------------------------- what the report shows
 
 
-def _status(record: dict) -> str:
-    """A status, with its range where it is inconclusive: 'inconclusive (partly reproduced to reproduced)'."""
-    return record["status"] + (" (budget)" if record.get("budget") else "") + (
-        f" ({record['range'][0]} to {record['range'][1]})" if "range" in record else "")
-
-
 def short_status(record: dict) -> str:
     """A status in a word or two: 'reproduced', 'partly', 'not reproduced', 'inconclusive (budget)'."""
     return {"partly reproduced": "partly"}.get(record["status"], record["status"]) + (" (budget)" if record.get("budget") else "")
@@ -178,10 +160,8 @@ def short_status(record: dict) -> str:
 
 def figure_link(root: Path, base: Path, figure: str) -> str:
     """A Markdown link relative to the report; a figure that is not on disk is said to be missing."""
-    name = Path(figure).name
-    if not (root / figure).exists():
-        return f"{escape(name)} (missing: rerun its notebook)"
-    return f"[{escape(name)}]({os.path.relpath(root / figure, base)})"
+    name, path = escape(Path(figure).name), root / figure
+    return f"[{name}]({os.path.relpath(path, base)})" if path.exists() else f"{name} (missing: rerun its notebook)"
 
 
 def deciding_number(record: dict, most: int = 90) -> str:
@@ -203,15 +183,6 @@ def compact_table(rows: list[dict], root: Path, outputs: Path, doc: Path) -> str
     return table(["claim", "status", "deciding number", "figure", "notebook"], body)
 
 
-def _kind(case: str) -> str:
-    """What a row label names, for its table's first column."""
-    for pattern, kind in ((r".* minus ", "pair of spectra"), (r"\(a, b\)", "spectrum"), (r"d=\d", "cell"),
-                          (r"top-\d+$", "target"), (r"top-\d+ \(a, b\)", "target, spectrum"), (r"k=\d+$", "k")):
-        if re.match(pattern, case):
-            return kind
-    return "sweep"
-
-
 def number_tables(record: dict) -> list[str]:
     """The numbers a claim was judged on: one table per set of rows (spectra, cells, ranks), a
     column per number with its 95 % interval, and a column of ✓/✗ for a check made per cell."""
@@ -226,7 +197,7 @@ def number_tables(record: dict) -> list[str]:
                 by_name.setdefault(name, {})[", ".join(x for x in (rank, case) if x)] = v
         for name, v in checks.items():  # a check per cell: a column beside the number it reads
             read = next((by_name[n] for n in READS.get(name, ()) if n in by_name), None)
-            if isinstance(v, list) and read is not None and len(read) == len(v):
+            if isinstance(v, list) and len(read or ()) == len(v):
                 by_name[name] = dict(zip(read, (MARKS[x] for x in v)))
         sets: dict[tuple, list] = {}
         for name, values in by_name.items():
@@ -242,12 +213,8 @@ def number_tables(record: dict) -> list[str]:
 
 
 def _table(names: tuple, rows: list, ranked: bool) -> str:
-    first = rows[0][0]
-    if ranked:  # "k=4" or "k=4, (a, b) = (0, 0)": the rank, then what the rest names
-        rest = first.split(", ", 1)[1:]
-        first = "k" + (f", {_kind(rest[0])}" if rest else "")
-    else:
-        first = _kind(first)
+    # a ranked row's label is "k=4" or "k=4, (a, b) = (0, 0)": the rank, then what the rest names
+    first = "k" + "".join(f", {kind(rest)}" for rest in rows[0][0].split(", ", 1)[1:]) if ranked else kind(rows[0][0])
     with_seeds = any(seeds(values.values()) for _, values in rows)
     header = [first] + [cell(n) for n in names] + (["seeds"] if with_seeds else [])
     body = [[cell(case)] + [cell(number(values[n])) for n in names] + ([seeds(values.values())] if with_seeds else [])
@@ -269,7 +236,7 @@ def checks_lines(record: dict) -> list[str]:
             sweep, check = sweep_check(name)
             sweeps.setdefault(sweep or "", []).append(check_text(check, v))
         marks = "; ".join((f"{sweep}: " if sweep else "") + " · ".join(m) for sweep, m in sweeps.items())
-        lines.append(f"{escape(rank)}, {escape(_status(part))}: {escape(marks)}")
+        lines.append(f"{escape(rank)}, {escape(status_text(part))}: {escape(marks)}")
     return lines
 
 
@@ -277,7 +244,7 @@ def section(record: dict, root: Path, base: Path) -> str:
     """A claim's section (report.md.tmpl's `claim`, which ends without a newline): its text, criterion
     and figure, its numbers and its checks."""
     ranks = [f"{k} {SHORT.get(r['status'], r['status'])}" for k, r in parts(record) if k is not None]
-    return fill("claim", id=escape(record["id"]), status=escape(_status(record) + (f" ({', '.join(ranks)})" if ranks else "")),
+    return fill("claim", id=escape(record["id"]), status=escape(status_text(record) + (f" ({', '.join(ranks)})" if ranks else "")),
                 claim=escape(record["claim"]), criterion=escape(record["criterion"]),
                 figure=figure_link(root, base, record["figure"]), tables="".join(t + "\n" for t in number_tables(record)),
                 checks="".join(f"\n- {line}" for line in checks_lines(record)))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from pathlib import Path
 
 from .. import claims
@@ -20,17 +19,16 @@ from .files import provenance, write_atomic, write_own
 from .markdown import escape, fill
 from .parameters import NOTEBOOKS, PROFILES, profile_root
 from .paths import repo_root
-from .staging import read_timings, readable_timings
+from .staging import TOTAL, read_timings, readable_timings
 
 BEGIN, END = "<!-- results: generated from outputs/ by `icl reproduce` or `icl report`; edits here are overwritten -->", "<!-- /results -->"
-TOTAL = "total"  # the key of timings.json that holds the whole run's wall time, beside one per notebook
 
 
-def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
-    """REPORT.md and claims.json in `base` (a profile's outputs) from the results.json of each of
-    `notebooks`; for the committed quick-profile outputs, the README's block too."""
-    rows, unreadable = [], []
-    for name in notebooks:
+def write_report(root: Path, profile: str, base: Path | None = None) -> Path:
+    """REPORT.md and claims.json in `base` (default the profile's outputs folder) from its notebooks'
+    results.json; for the committed quick-profile outputs, the README's block too."""
+    base, rows, unreadable = base or root / profile_root(profile), [], []
+    for name in NOTEBOOKS:
         data = headline.results(base, name)
         if data is not None:
             rows += [{**c, "notebook": name} for c in data.get("claims", [])]
@@ -43,18 +41,22 @@ def write_report(root: Path, base: Path, profile: str, notebooks) -> Path:
     failed = [dict(name=n, error=t.get("error", "no reason recorded") + (f"; log: `{t['log']}`" if t.get("log") else ""))
               for n, t in sorted(times.items()) if t.get("status", "ok") != "ok"]
     story, mechanism, c4 = headline.regime_story(base), headline.mechanism_table(root, base), headline.c4_table(base)
-    text = fill("report", profile=profile, intro=claims.INTRO, pipeline_only=fill("pipeline_only") if pipeline_only else "",
-                failures=warnings("failed", failed), unreadable=warnings("unreadable", [dict(name=n) for n in unreadable]),
+    glance = claim_report.compact_table(rows, root, base, base) if rows else ""
+    text = fill("report", profile=profile, intro=claims.INTRO,  # its parts in the template's order; "" leaves one out
+                pipeline_only=fill("pipeline_only") if pipeline_only else "",
+                failures=warnings("failed", failed),
+                unreadable=warnings("unreadable", [dict(name=n) for n in unreadable]),
                 answer="" if pipeline_only else the_answer(root, base),
-                glance=fill("glance", table=claim_report.compact_table(rows, root, base, base), decided_by=claims.DECIDED_BY)
-                if rows else fill("no_results"),
-                alpha=headline.alpha_answer(base), c4=fill("c4", table=c4) if c4 else "",
+                glance=fill("glance", table=glance, decided_by=claims.DECIDED_BY) if rows else fill("no_results"),
+                alpha=headline.alpha_answer(base),
+                c4=fill("c4", table=c4) if c4 else "",
                 regimes=fill("regimes", story=story, figure=figure(base, "06_regimes/regime_map.png", "regime map"),
                              table=headline.regime_table(base)) if story else "",
                 mechanism=fill("mechanism", table=mechanism, figure=figure(base, "07_mechanism/ablation.png", "ablation"))
                 if mechanism else "",
                 claims=fill("claims", sections="\n\n".join(claim_report.section(c, root, base) for c in rows)) if rows else "",
-                pages="".join(included(root / "docs" / page) for page in ("limits.md", "history.md")), times=timing_line(times))
+                pages="".join(included(root / "docs" / page) for page in ("limits.md", "history.md")),
+                times=timing_line(times))
     write_own(base / "REPORT.md", text)
     if base.resolve() == (root / "outputs").resolve():  # the committed quick-profile outputs: the README shows them
         update_readme(root, fill("readme", table=claim_report.compact_table(rows, root, base, root) + "\n" if rows else "",
@@ -125,16 +127,6 @@ def read_times(path: Path) -> dict:
     return read_timings(path)[0]
 
 
-def record_times(base: Path, times: dict, seconds: float, jobs: int) -> None:
-    """timings.json: each notebook's last wall time, runs trained and status (notebooks not run this
-    time keep their entries), and the whole run's wall time under TOTAL."""
-    path, keep = base / "timings.json", ("seconds", "runs_trained", "status", "error", "log")
-    total = {"seconds": round(seconds, 1), "jobs": jobs, "notebooks": sorted(times),
-             "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "provenance": provenance()}
-    now = {n: {k: t[k] for k in keep if k in t} for n, t in times.items()}
-    write_own(path, json.dumps({**read_times(path), **now, TOTAL: total}, indent=1))
-
-
 def update_readme(root: Path, block: str) -> bool:
     """Replace what README.md holds between BEGIN and END with `block` (the README's numbers are then
     the last run's); False where it has no markers."""
@@ -145,12 +137,6 @@ def update_readme(root: Path, block: str) -> bool:
         return False
     write_atomic(readme, pattern.sub(lambda _: f"{BEGIN}\n{block}\n{END}", text))
     return True
-
-
-def profile_report(root: Path, profile: str, base: Path | None = None) -> Path:
-    """REPORT.md and claims.json of a profile (in `base`, default its outputs folder) from its
-    notebooks' results."""
-    return write_report(root, base or root / profile_root(profile), profile, NOTEBOOKS)
 
 
 def add_arguments(p) -> None:
@@ -173,5 +159,5 @@ def run(args) -> int:
             raise ConfigError(f"--outputs: {args.outputs!r} is not a run root that `icl reproduce --outputs` made (its "
                               f"{paths.MARKER} marker says so); icl report writes REPORT.md and claims.json only there")
     readable_timings(base / "timings.json", print)
-    print(paths.shown(profile_report(root, args.profile, base), root))
+    print(paths.shown(write_report(root, args.profile, base), root))
     return 0
