@@ -63,6 +63,26 @@ READS = {
     "looped stacks keep the gain": ["looped / untied gain, shared_stream", "looped / untied gain, context_updates"],
 }
 
+# A record names its spectra and cells in its notebook's style (`d16 P64 k4`, `key_dim 4`, notebook 04's
+# `shared_stream, top-2, (0, 1)`): the report shows them in one, and names what a row's label is.
+CASE = re.compile(r"\(a, b\)|d=?\d|top-\d|key_dim|k=\d")  # how a spectrum's or cell's label starts
+KINDS = ((r".* minus ", "pair of spectra"), (r"\(a, b\)", "spectrum"), (r"d=\d", "cell"), (r"top-\d+$", "target"),
+         (r"top-\d+ \(a, b\)", "target, spectrum"), (r"k=\d+$", "k"))
+
+
+def label(text) -> str:
+    """One style for every spectrum and cell label: `d=16, P=64, k=4`, `k=4`, `(a, b) = (1, 0)`."""
+    text = re.sub(r"\bd(\d+) P(\d+) k(\d+)\b", r"d=\1, P=\2, k=\3", str(text))
+    text = re.sub(r"\bkey_dim[ =](\d+)", r"k=\1", text)
+    text = re.sub(r", \((-?[\d.]+), (-?[\d.]+)\)$", r", (a, b) = (\1, \2)", text)
+    return text.replace("_", " ")
+
+
+def kind(case: str) -> str:
+    """What a row label names (a spectrum, a cell, a target...), for the first column of its table."""
+    return next((name for pattern, name in KINDS if re.match(pattern, case)), "sweep")
+
+
 INTRO = ("Each claim of the paper in our words (C1–C10) and of our own regime map, mechanism, heads and loops "
          "(R1–R9), with the verdict under the criterion its notebook states before the numbers are computed. A "
          "number is given as value [95 % interval over seeds]; ✓ a check holds, ✗ it fails.\n\n")
@@ -321,13 +341,18 @@ class Rules:
         return claim_by_regime(s, cid, text, regimes, figure, criterion, core=self.core[cid])
 
 
+def status_text(record: dict) -> str:
+    """A record's status in words, with its range where inconclusive: 'inconclusive (budget) (not reproduced
+    to reproduced)' (a notebook's own lines and the report's)."""
+    return record["status"] + (" (budget)" if record.get("budget") else "") + (
+        f" ({record['range'][0]} to {record['range'][1]})" if "range" in record else "")
+
+
 def show_claims(s: Parameters) -> None:
     """One line per recorded claim: its id and status (with its range where inconclusive)."""
-    label = lambda r: r["status"] + (" (budget)" if r.get("budget") else "") + (  # noqa: E731
-        f" ({r['range'][0]} to {r['range'][1]})" if "range" in r else "")
     for c in s.claims:
-        where = "".join(f"; {k}: {label(r)}" for k, r in c.get("regimes", {}).items())
-        print(f"{c['id']}: {label(c)}{where}")
+        where = "".join(f"; {k}: {status_text(r)}" for k, r in c.get("regimes", {}).items())
+        print(f"{c['id']}: {status_text(c)}{where}")
 
 
 def round_numbers(v, digits: int = 4):

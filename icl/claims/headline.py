@@ -2,7 +2,7 @@
 typed): the answer to the headline question (where alpha is near 1, over the rank-limited sweeps),
 C4's exponents by their primary model, the regime table of notebook 06 and the mechanism of notebook
 07. REPORT.md shows them after its claims table, and the README between its markers
-(icl.running.summary), so that their numbers are the last run's."""
+(icl.running.report), so that their numbers are the last run's."""
 from __future__ import annotations
 
 import json
@@ -75,6 +75,9 @@ def _primary(row: dict) -> str:
 def _fit(row: dict, name: str) -> str:
     chi2 = row.get(f"chi2_{name}")
     return _interval(row, f"alpha_{name}") + ("" if chi2 is None else f" ({chi2:.3g})")
+
+
+C4_SETTING = "notebook 03, d = 16, P = 64, isotropic spectrum; m = lcm(d, k)/k, the knee"  # what c4_table shows
 
 
 def c4_table(base: Path) -> str:

@@ -1,60 +1,32 @@
-"""One claim in REPORT.md: its row in the table that opens the report (status, the check that
-decided it with the numbers that check reads, the figure) and its section (the numbers it was judged
-on, one row per spectrum or cell, and its checks, each marked).
+"""One claim in REPORT.md, rendered from its record (results.json, `icl.claims.claim`): its row in the
+table that opens the report (status, the check that decided it with the numbers that check reads, the
+figure) and its section (report.md.tmpl's `claim`: the numbers it was judged on, its checks, each marked).
 
-A claim's record (results.json, `icl.claims.claim`) keeps its numbers and its named checks side by
-side in `measured`. A check is True (holds), False (fails) or None (inconclusive), or a list of these,
-one per cell; a number is an estimate {"value", "ci95", "n_seeds"}, a plain number, or a dict of
-them by spectrum or cell ("number-first"), or one sweep's numbers by name ("case-first"). Which
-numbers a check reads is not in the record: `icl.claims.READS` says it, beside the checks.
+A record keeps its numbers and its named checks side by side in `measured`. A check is True (holds),
+False (fails) or None (inconclusive), or a list of these, one per cell; a number is an estimate
+{"value", "ci95", "n_seeds"}, a plain number, a dict of them by spectrum or cell ("number-first"), or one
+sweep's numbers by name ("case-first"). Which numbers a check reads is not in the record: `icl.claims.READS`.
 """
 from __future__ import annotations
 
 import math
 import os
-import re
 from pathlib import Path
 
-from ..claims import READS
-from .markdown import cell, escape, table
+from ..claims import CASE, READS, kind, label, status_text
+from .markdown import cell, escape, fill, table
 
 MARKS = {True: "✓", False: "✗", None: "inconclusive:"}
-SHORT = {"reproduced": "reproduced", "partly reproduced": "partly", "not reproduced": "not",
-         "inconclusive": "inconclusive"}
-
-CASE = re.compile(r"\(a, b\)|d=?\d|top-\d|key_dim|k=\d")  # how a spectrum's or cell's label starts
-
-
-
-def label(text) -> str:
-    """One style for every spectrum and cell label: `d=16, P=64, k=4`, `k=4`, `(a, b) = (1, 0)`."""
-    text = re.sub(r"\bd(\d+) P(\d+) k(\d+)\b", r"d=\1, P=\2, k=\3", str(text))
-    text = re.sub(r"\bkey_dim[ =](\d+)", r"k=\1", text)
-    text = re.sub(r", \((-?[\d.]+), (-?[\d.]+)\)$", r", (a, b) = (\1, \2)", text)  # notebook 04's sweep names
-    return text.replace("_", " ")
+SHORT = {"partly reproduced": "partly", "not reproduced": "not"}  # a rank's status beside the claim's
 
 
 def is_estimate(v) -> bool:
     return isinstance(v, dict) and {"value", "ci95", "n_seeds"} <= set(v)
 
 
-def number(v) -> str:
-    """A recorded value in words: 3 significant digits, an estimate with its 95 % interval
-    ('0.721 [0.712, 0.731]'), yes/no for a flag, n/a for a missing number."""
-    if is_estimate(v):
-        lo, hi = v["ci95"] or (None, None)
-        return number(v["value"]) + (f" [{number(lo)}, {number(hi)}]" if lo is not None and hi is not None else "")
-    if v is None:
-        return "n/a"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        return f"{v:.3g}"
-    if isinstance(v, list):
-        return ("; " if any(is_estimate(x) for x in v) else ", ").join(number(x) for x in v)
-    if isinstance(v, dict):  # a number at several depths: its range
-        return span(list(v.items()))
-    return str(v)
+def _value(v) -> float:
+    x = v["value"] if is_estimate(v) else v
+    return math.nan if x is None else float(x)
 
 
 def _leaves(v) -> list:
@@ -66,43 +38,39 @@ def _leaves(v) -> list:
     return [v] if is_estimate(v) or (isinstance(v, (int, float)) and not isinstance(v, bool)) else []
 
 
-def _value(v) -> float:
-    x = v["value"] if is_estimate(v) else v
-    return math.nan if x is None else float(x)
-
-
-def _ordered(values: list) -> list:
-    """The values with a number, smallest first (a fit that gave none has value null)."""
-    return sorted((v for v in values if math.isfinite(_value(v))), key=_value)
-
-
-def span(items: list) -> str:
-    """'0.0583 [0.0525, 0.0641] (L=4) to 0.154 [...] (L=64)': the smallest and largest of named numbers."""
-    items = sorted(((k, v) for k, v in items if _leaves(v) and math.isfinite(_value(v))), key=lambda kv: _value(kv[1]))
-    if not items:
-        return "n/a"
-    lo, hi = items[0], items[-1]
-    return f"{number(lo[1])} ({lo[0]}) to {number(hi[1])} ({hi[0]})"
+def number(v) -> str:
+    """A recorded value in words: 3 significant digits, an estimate with its 95 % interval
+    ('0.721 [0.712, 0.731]'), yes/no for a flag, n/a for a missing number; a number at several depths
+    as its smallest and largest, named ('0.0583 [...] (L=4) to 0.154 [...] (L=64)')."""
+    if is_estimate(v):
+        lo, hi = v["ci95"] or (None, None)
+        return number(v["value"]) + (f" [{number(lo)}, {number(hi)}]" if lo is not None and hi is not None else "")
+    if isinstance(v, bool) or v is None:
+        return {True: "yes", False: "no", None: "n/a"}[v]
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    if isinstance(v, list):
+        return ("; " if any(is_estimate(x) for x in v) else ", ").join(number(x) for x in v)
+    if isinstance(v, dict):
+        items = sorted(((k, x) for k, x in v.items() if _leaves(x) and math.isfinite(_value(x))), key=lambda kx: _value(kx[1]))
+        return f"{number(items[0][1])} ({items[0][0]}) to {number(items[-1][1])} ({items[-1][0]})" if items else "n/a"
+    return str(v)
 
 
 def seeds(values) -> str:
-    found = sorted({x["n_seeds"] for v in values for x in _leaves(v) if is_estimate(x)})
-    return ", ".join(map(str, found))
+    return ", ".join(map(str, sorted({x["n_seeds"] for v in values for x in _leaves(v) if is_estimate(x)})))
 
 
 # ---------------------------------------------------------------- reading a record
 
 
-def _is_check(key: str, v) -> bool:
-    flags = v is None or isinstance(v, bool) or (isinstance(v, list) and v and all(x is None or isinstance(x, bool) for x in v))
-    return bool(flags) and "converged" not in key  # convergence is a flag shown beside the numbers
-
-
 def split(measured: dict) -> tuple[dict, list]:
-    """(checks {name: outcome}, numbers [(case label or None, number name, value)]) of a record."""
+    """(checks {name: outcome}, numbers [(case label or None, number name, value)]) of a record;
+    convergence is a flag shown beside the numbers, not a check."""
     checks, numbers = {}, []
     for key, v in measured.items():
-        if _is_check(key, v):
+        flags = v is None or isinstance(v, bool) or (isinstance(v, list) and v and all(x is None or isinstance(x, bool) for x in v))
+        if flags and "converged" not in key:
             checks[key] = v
         elif isinstance(v, dict) and not is_estimate(v):
             if all(CASE.match(k) for k in v):  # {spectrum or cell: value}
@@ -119,16 +87,12 @@ def split(measured: dict) -> tuple[dict, list]:
 
 def parts(record: dict) -> list[tuple[str | None, dict]]:
     """(rank label or None, the record judged there): one per rank, or the record itself."""
-    if record.get("regimes"):
-        return [(label(k), r) for k, r in record["regimes"].items()]
-    return [(None, record)]
+    return [(label(k), r) for k, r in record["regimes"].items()] if record.get("regimes") else [(None, record)]
 
 
 def outcome(v) -> bool | None:
     """A check's outcome; a per-cell check fails if one cell fails, holds if all hold."""
-    if isinstance(v, list):
-        return False if False in v else None if None in v else True
-    return v
+    return (False if False in v else None if None in v else True) if isinstance(v, list) else v
 
 
 def sweep_check(name: str) -> tuple[str | None, str]:
@@ -147,20 +111,20 @@ def reads(check: str, numbers: list) -> str:
     out = []
     for spec in READS.get(check, ()):
         within, _, name = spec.rpartition(" > ")
-        found = [(c, v) for c, n, v in numbers if n == name and (case is None or c == case)
+        found = [v for c, n, v in numbers if n == name and (case is None or c == case)
                  and (not within or c == within or (c or "").startswith(within + " "))]
-        leaves = [(c or name, x) for c, v in found for x in _leaves(v)]
-        values = _ordered([x for _, x in leaves])
-        unread = sum(isinstance(v, str) and v.startswith("not identified") for _, v in found)
-        not_read = f"not identified in {unread}" if unread else ""
+        leaves = [x for v in found for x in _leaves(v)]
+        values = sorted((x for x in leaves if math.isfinite(_value(x))), key=_value)  # a fit that gave none is null
+        unread = sum(isinstance(v, str) and v.startswith("not identified") for v in found)
+        unread = [f"not identified in {unread}"] if unread else []
         if len(leaves) == 1:
-            out.append(f"{name} {number(leaves[0][1])}" + (f"; {not_read}" if unread else ""))
+            out.append("; ".join([f"{name} {number(leaves[0])}"] + unread))
         elif values:
-            missing = f", {len(leaves) - len(values)} without one" if len(values) < len(leaves) else ""
-            missing += f", {not_read}" if unread else ""
-            out.append(f"{name} {number(values[0])} to {number(values[-1])} ({len(values)} values{missing})")
+            missing = [f"{len(leaves) - len(values)} without one"] if len(values) < len(leaves) else []
+            counts = ", ".join([f"{len(values)} values"] + missing + unread)
+            out.append(f"{name} {number(values[0])} to {number(values[-1])} ({counts})")
         elif unread:
-            out.append(f"{name} {not_read}")
+            out.append(f"{name} {unread[0]}")
     return "; ".join(out)
 
 
@@ -182,44 +146,22 @@ def deciding(record: dict) -> tuple[str | None, str, object, list]:
     rank, part = next(((k, r) for k, r in ranked if r["status"] != "reproduced"), ranked[0])
     checks, numbers = split(part["measured"])
     core = part.get("core", record.get("core"))
-    if core in checks:
-        return rank, core, checks[core], numbers
-    for wanted in (False, None):
-        for name, v in checks.items():
-            if outcome(v) is wanted:
-                return rank, name, v, numbers
-    name = next(iter(checks), None)
+    name = min(checks, key=lambda n: (n != core, [False, None, True].index(outcome(checks[n]))), default=None)
     return rank, name, checks.get(name), numbers
 
 
 # ---------------------------------------------------------------- what the report shows
 
 
-def _status(record: dict) -> str:
-    """A status, with its range where it is inconclusive: 'inconclusive (partly reproduced to reproduced)'."""
-    return record["status"] + (" (budget)" if record.get("budget") else "") + (
-        f" ({record['range'][0]} to {record['range'][1]})" if "range" in record else "")
-
-
-def status_text(record: dict) -> str:
-    """'partly reproduced (k=4 partly, k=16 not)'; an inconclusive status with its range."""
-    text = _status(record)
-    ranks = [f"{k} {SHORT.get(r['status'], r['status'])}" for k, r in parts(record) if k is not None]
-    return text + (f" ({', '.join(ranks)})" if ranks else "")
+def short_status(record: dict) -> str:
+    """A status in a word or two: 'reproduced', 'partly', 'not reproduced', 'inconclusive (budget)'."""
+    return {"partly reproduced": "partly"}.get(record["status"], record["status"]) + (" (budget)" if record.get("budget") else "")
 
 
 def figure_link(root: Path, base: Path, figure: str) -> str:
     """A Markdown link relative to the report; a figure that is not on disk is said to be missing."""
-    name = Path(figure).name
-    if not (root / figure).exists():
-        return f"{escape(name)} (missing: rerun its notebook)"
-    return f"[{escape(name)}]({os.path.relpath(root / figure, base)})"
-
-
-def short_status(record: dict) -> str:
-    """A status in a word or two: 'reproduced', 'partly', 'not reproduced', 'inconclusive' or
-    'inconclusive (budget)'."""
-    return {"partly reproduced": "partly"}.get(record["status"], record["status"]) + (" (budget)" if record.get("budget") else "")
+    name, path = escape(Path(figure).name), root / figure
+    return f"[{name}]({os.path.relpath(path, base)})" if path.exists() else f"{name} (missing: rerun its notebook)"
 
 
 def deciding_number(record: dict, most: int = 90) -> str:
@@ -231,27 +173,14 @@ def deciding_number(record: dict, most: int = 90) -> str:
 
 def compact_table(rows: list[dict], root: Path, outputs: Path, doc: Path) -> str:
     """The claims at a glance, for a document in folder `doc`: id, status in a word or two, the
-    number that decided it, its figure and its executed notebook (in `outputs`)."""
+    number that decided it, its figure and its executed notebook (in `outputs`), linked where it is."""
+    def notebook(name):
+        executed = outputs / name / f"{name}.ipynb"
+        return f"[{escape(name[:2])}]({os.path.relpath(executed, doc)})" if executed.is_file() else escape(name[:2])
+
     body = [[cell(c["id"]), cell(short_status(c)), cell(deciding_number(c)), figure_link(root, doc, c["figure"]),
-             notebook_link(outputs, doc, c.get("notebook"))] for c in rows]
+             notebook(c["notebook"]) if c.get("notebook") else ""] for c in rows]
     return table(["claim", "status", "deciding number", "figure", "notebook"], body)
-
-
-def notebook_link(outputs: Path, doc: Path, name: str | None) -> str:
-    """A link to a claim's executed notebook (in `outputs`) from a document in `doc`."""
-    if not name:
-        return ""
-    executed = outputs / name / f"{name}.ipynb"
-    return f"[{escape(name[:2])}]({os.path.relpath(executed, doc)})" if executed.is_file() else escape(name[:2])
-
-
-def _kind(case: str) -> str:
-    """What a row label names, for its table's first column."""
-    for pattern, kind in ((r".* minus ", "pair of spectra"), (r"\(a, b\)", "spectrum"), (r"d=\d", "cell"),
-                          (r"top-\d+$", "target"), (r"top-\d+ \(a, b\)", "target, spectrum"), (r"k=\d+$", "k")):
-        if re.match(pattern, case):
-            return kind
-    return "sweep"
 
 
 def number_tables(record: dict) -> list[str]:
@@ -268,7 +197,7 @@ def number_tables(record: dict) -> list[str]:
                 by_name.setdefault(name, {})[", ".join(x for x in (rank, case) if x)] = v
         for name, v in checks.items():  # a check per cell: a column beside the number it reads
             read = next((by_name[n] for n in READS.get(name, ()) if n in by_name), None)
-            if isinstance(v, list) and read is not None and len(read) == len(v):
+            if isinstance(v, list) and len(read or ()) == len(v):
                 by_name[name] = dict(zip(read, (MARKS[x] for x in v)))
         sets: dict[tuple, list] = {}
         for name, values in by_name.items():
@@ -277,20 +206,15 @@ def number_tables(record: dict) -> list[str]:
             groups.setdefault(tuple(names), []).extend((c, {n: by_name[n][c] for n in names}) for c in cases)
     out = [_table(names, rows, ranked[0][0] is not None) for names, rows in groups.items()]
     if any(seeds([v]) for _, v in scalars):
-        rows = [[cell(name), cell(number(v)), seeds([v])] for name, v in scalars]
-        out.append(table(["number", "value [95 %]", "seeds"], rows))
+        out.append(table(["number", "value [95 %]", "seeds"], [[cell(name), cell(number(v)), seeds([v])] for name, v in scalars]))
     elif scalars:  # flags and counts only: a line, not a table
         out.append("Also recorded: " + escape("; ".join(f"{name} {number(v)}" for name, v in scalars)) + ".\n")
     return out
 
 
 def _table(names: tuple, rows: list, ranked: bool) -> str:
-    first = rows[0][0]
-    if ranked:  # "k=4" or "k=4, (a, b) = (0, 0)": the rank, then what the rest names
-        rest = first.split(", ", 1)[1:]
-        first = "k" + (f", {_kind(rest[0])}" if rest else "")
-    else:
-        first = _kind(first)
+    # a ranked row's label is "k=4" or "k=4, (a, b) = (0, 0)": the rank, then what the rest names
+    first = "k" + "".join(f", {kind(rest)}" for rest in rows[0][0].split(", ", 1)[1:]) if ranked else kind(rows[0][0])
     with_seeds = any(seeds(values.values()) for _, values in rows)
     header = [first] + [cell(n) for n in names] + (["seeds"] if with_seeds else [])
     body = [[cell(case)] + [cell(number(values[n])) for n in names] + ([seeds(values.values())] if with_seeds else [])
@@ -298,28 +222,29 @@ def _table(names: tuple, rows: list, ranked: bool) -> str:
     return table(header, body)
 
 
-def _marks(checks: dict) -> str:
-    """'✓ falls · ✗ alpha near 1', with the checks of one sweep after its name once:
-    'shared stream, top-2, (a, b) = (0, 0): ✓ falls · ✗ alpha near 1; untied values, ...'."""
-    sweeps: dict[str, list] = {}
-    for name, v in checks.items():
-        sweep, check = sweep_check(name)
-        sweeps.setdefault(sweep or "", []).append(check_text(check, v))
-    return "; ".join((f"{sweep}: " if sweep else "") + " · ".join(marks) for sweep, marks in sweeps.items())
-
-
-def section(record: dict, root: Path, base: Path) -> str:
-    """A claim's section: its text, criterion and figure, its numbers and its checks."""
-    lines = [f"### {escape(record['id'])}: {escape(status_text(record))}\n",
-             f"{escape(record['claim'])}\n",
-             f"Criterion: {escape(record['criterion'])}. Figure: {figure_link(root, base, record['figure'])}.\n"]
-    lines += number_tables(record)
-    lines.append("Checks:\n")
+def checks_lines(record: dict) -> list[str]:
+    """Each check marked, with the numbers it reads; for a claim judged per rank, a line per rank with
+    the checks of one sweep after its name once: 'k=4, reproduced: shared stream, top-2: ✓ falls · ✗ alpha near 1'."""
+    lines = []
     for rank, part in parts(record):
         checks, numbers = split(part["measured"])
         if rank is None:
-            lines += [f"- {escape(check_text(name, v, numbers))}" for name, v in checks.items()]
-        else:
-            lines.append(f"- {escape(rank)}, {escape(_status(part))}: {escape(_marks(checks))}")
-    return "\n".join(lines) + "\n"
+            lines += [escape(check_text(name, v, numbers)) for name, v in checks.items()]
+            continue
+        sweeps: dict[str, list] = {}
+        for name, v in checks.items():
+            sweep, check = sweep_check(name)
+            sweeps.setdefault(sweep or "", []).append(check_text(check, v))
+        marks = "; ".join((f"{sweep}: " if sweep else "") + " · ".join(m) for sweep, m in sweeps.items())
+        lines.append(f"{escape(rank)}, {escape(status_text(part))}: {escape(marks)}")
+    return lines
 
+
+def section(record: dict, root: Path, base: Path) -> str:
+    """A claim's section (report.md.tmpl's `claim`, which ends without a newline): its text, criterion
+    and figure, its numbers and its checks."""
+    ranks = [f"{k} {SHORT.get(r['status'], r['status'])}" for k, r in parts(record) if k is not None]
+    return fill("claim", id=escape(record["id"]), status=escape(status_text(record) + (f" ({', '.join(ranks)})" if ranks else "")),
+                claim=escape(record["claim"]), criterion=escape(record["criterion"]),
+                figure=figure_link(root, base, record["figure"]), tables="".join(t + "\n" for t in number_tables(record)),
+                checks="".join(f"\n- {line}" for line in checks_lines(record)))

@@ -30,9 +30,8 @@ from .parameters import NEEDS, NOTEBOOKS, PROFILES, check_parameters, declared_p
 from .paths import repo_root
 from .plan import SMOKE
 from .processes import cores
-from .report import profile_report as write_report
-from .report import record_times
-from .staging import check_destinations, destinations, publish, readable_timings, report_folder, staging_folder, staging_paths
+from .report import write_report
+from .staging import check_destinations, destinations, publish, readable_timings, record_times, report_folder, staging_folder, staging_paths
 from .sweep import load_yaml
 
 DEVICES = ("auto", "cpu", "cuda")

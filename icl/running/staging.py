@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 from ..core.config import ConfigError
 from . import paths, plan
-from .files import NotAnEntry, read_regular
+from .files import NotAnEntry, provenance, read_regular, write_own
 from .parameters import profile_root
 
 TEXT_SUFFIXES = (".ipynb", ".json", ".md", ".csv", ".txt")  # files whose staged paths are rewritten
 TIMINGS_LIMIT = 2**20  # bytes of a timings.json: a few lines per notebook
+TOTAL = "total"  # the key of timings.json that holds the whole run's wall time, beside one per notebook
 
 
 def staging_folder(parent: Path) -> Path:
@@ -124,6 +126,16 @@ def read_timings(path: Path) -> tuple[dict, str]:
     if isinstance(times, dict) and all(isinstance(t, dict) and isinstance(t.get("seconds"), (int, float)) for t in times.values()):
         return times, ""
     return {}, "not a mapping of notebooks to their times"
+
+
+def record_times(base: Path, times: dict, seconds: float, jobs: int) -> None:
+    """timings.json: each notebook's last wall time, runs trained and status (notebooks not run this
+    time keep their entries), and the whole run's wall time under TOTAL."""
+    path, keep = base / "timings.json", ("seconds", "runs_trained", "status", "error", "log")
+    total = {"seconds": round(seconds, 1), "jobs": jobs, "notebooks": sorted(times),
+             "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "provenance": provenance()}
+    now = {n: {k: t[k] for k in keep if k in t} for n, t in times.items()}
+    write_own(path, json.dumps({**read_timings(path)[0], **now, TOTAL: total}, indent=1))
 
 
 def readable_timings(path: Path, say, aside: bool = False) -> bool:

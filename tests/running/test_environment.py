@@ -121,7 +121,7 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_readme_fits_three_screens_and_keeps_its_generated_block():
-    from icl.running.summary import BEGIN, END
+    from icl.running.report import BEGIN, END
 
     readme = (ROOT / "README.md").read_text()
     assert readme.count(BEGIN) == 1 and readme.count(END) == 1 and readme.index(BEGIN) < readme.index(END)

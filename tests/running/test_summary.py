@@ -1,10 +1,10 @@
-"""icl.running.summary: the README's and REPORT's first numbers are generated from results.json, never typed."""
+"""icl.claims.headline and icl.running.report: the README's and REPORT's first numbers are generated from results.json, never typed."""
 import json
 
 import pandas as pd
 
 from icl.claims import headline
-from icl.running import summary
+from icl.running import report
 
 
 def _row(key_dim, a, b, alpha, lo, hi, **more):
@@ -61,11 +61,11 @@ def test_missing_results_give_no_text(tmp_path):
 
 def test_the_readme_is_rewritten_only_between_its_markers(tmp_path):
     readme = tmp_path / "README.md"
-    readme.write_text(f"before\n{summary.BEGIN}\nold numbers\n{summary.END}\nafter\n")
-    assert summary.update_readme(tmp_path, "new numbers")
-    assert readme.read_text() == f"before\n{summary.BEGIN}\nnew numbers\n{summary.END}\nafter\n"
+    readme.write_text(f"before\n{report.BEGIN}\nold numbers\n{report.END}\nafter\n")
+    assert report.update_readme(tmp_path, "new numbers")
+    assert readme.read_text() == f"before\n{report.BEGIN}\nnew numbers\n{report.END}\nafter\n"
     readme.write_text("no markers here\n")
-    assert not summary.update_readme(tmp_path, "new numbers")
+    assert not report.update_readme(tmp_path, "new numbers")
     assert readme.read_text() == "no markers here\n"
 
 
