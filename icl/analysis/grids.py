@@ -165,3 +165,12 @@ def heads_and_loops(s: Parameters) -> dict[str, list[RunConfig]]:
              for m in s["loop_models"] for tied in (False, True)]
     return {"heads": [c for g in heads for c in g], "stream": [c for g in stream for c in g],
             "loops": [c for g in loops for c in g]}
+
+
+# Each notebook that trains, by its name: the function that lists its runs (`icl reproduce --plan`
+# prices these; tests/running/test_plan.py fails on a notebook that trains and is missing here, which
+# would be planned at zero), and the notebook whose parameters a grid also reads.
+RUNS = {"01_easy_linear": easy_linear, "02_easy_nonlinear": easy_nonlinear, "03_difficult": difficult,
+        "04_generalized": generalized, "06_regimes": regimes, "07_mechanism": mechanism,
+        "08_heads_and_loops": heads_and_loops}
+TRAINED_WITH = {"07_mechanism": "03_difficult"}

@@ -12,9 +12,9 @@ from pathlib import Path
 from ..core.config import ConfigError
 from .sweep import read_yaml
 
-# The notebooks a reproduction runs, in the order a serial run takes them, and its profiles.
-NOTEBOOKS = ("01_easy_linear", "02_easy_nonlinear", "03_difficult", "04_generalized", "05_fitting_appendix",
-             "06_regimes", "07_mechanism", "08_heads_and_loops")
+# The notebooks a reproduction runs, in the order a serial run takes them (their numbers): every
+# notebooks/NN_name.py, so that a notebook added there is run, planned and reported with no list to edit.
+NOTEBOOKS = tuple(sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.py")))
 # What each notebook reads from the others' outputs: it starts only once these have finished. A
 # notebook not listed can start at once. (06 trains a few runs that 03 trains too, its cells at
 # (d, P) = (16, 64) with three seeds; waiting for 03 would put 06 and 07 on one long chain.)
@@ -55,10 +55,14 @@ def notebook_parameters(root: Path, profile: str, name: str, device: str | None,
     command-line overrides that the notebook declares. Its outputs go to the profile's folder
     (outputs/ for quick, outputs/<profile>/ otherwise); the notebook's own default, for a run
     outside `icl reproduce`, is a scratch folder."""
-    # the notebook's defaults, then its profile file's values (only what differs: quick's may set nothing)
+    # the notebook's defaults, what every run of the profile sets, then its profile file's values (only
+    # what differs; a notebook may have none)
     declared = declared_parameters(root, name)
+    own = {"profile": profile, "results_root": profile_root(profile), "progress": False}  # where declared
+    file = root / "params" / profile / f"{name}.yaml"
     params = {**{k: v for k, v in declared.items() if v is not NOT_LITERAL}, "output_dir": f"{profile_root(profile)}/{name}",
-              **read_yaml(root / "params" / profile / f"{name}.yaml", may_be_empty=True)}
+              **{k: v for k, v in own.items() if k in declared},
+              **(read_yaml(file, may_be_empty=True) if file.exists() else {})}
     if device and "device" in declared:  # notebooks that train nothing take no device
         params["device"] = device
     if threads and "threads" in declared:

@@ -47,14 +47,11 @@ def notebook_runs(root: Path, profile: str, name: str, params: dict) -> list[Run
     from ..analysis import grids
     from .parameters import notebook_parameters
 
-    of = {"01_easy_linear": grids.easy_linear, "02_easy_nonlinear": grids.easy_nonlinear, "03_difficult": grids.difficult,
-          "04_generalized": grids.generalized, "06_regimes": grids.regimes,
-          "07_mechanism": lambda s: grids.mechanism(s, settings(root, "03_difficult", notebook_parameters(
-              root, profile, "03_difficult", params.get("device"))).values),
-          "08_heads_and_loops": grids.heads_and_loops}
-    if name not in of:
+    if name not in grids.RUNS:
         return []
-    return [c for cfgs in of[name](settings(root, name, params).params).values() for c in cfgs]  # grids read values only
+    other = grids.TRAINED_WITH.get(name)
+    also = [settings(root, other, notebook_parameters(root, profile, other, params.get("device"))).values] if other else []
+    return [c for cfgs in grids.RUNS[name](settings(root, name, params).params, *also).values() for c in cfgs]
 
 
 def remaining(root: Path, runs: list[RunConfig], params: dict) -> list[list[RunConfig]]:
