@@ -18,9 +18,8 @@ import torch
 from icl.core.accel import native
 from icl.core.config import RunConfig
 from icl.core.models import build, stack_order
-from icl.core.reference import agreement
+from icl.core.reference import agreement, perturbed
 from icl.core.tasks import make_generator, sample_batch
-from icl.running.bench import perturbed
 
 MODELS = ["linear", "softmax", "untied_values", "context_updates", "shared_stream"]
 STACKS = [[1], [3, 1, 2], [5, 5, 1], [1, 2, 4, 8]]

@@ -21,7 +21,9 @@ import torch
 from torch import nn
 
 from .attention import weights
+from .models import build, stack_order
 from .registry import implementation
+from .tasks import make_generator, sample_batch
 
 
 def tokens_of(x: torch.Tensor, xq: torch.Tensor) -> torch.Tensor:
@@ -286,3 +288,30 @@ def agreement(stack, batch) -> dict[str, dict[str, float]]:
 def agrees(result: dict[str, dict[str, float]]) -> bool:
     """Whether every quantity of `agreement` is within FACTOR of the plain float32 algebra."""
     return all(r["ratio"] <= FACTOR for r in result.values())
+
+
+# --- a fast stack against the plain algebra, as the tests and `icl bench` check it ------------------
+
+
+def perturbed(stack, seed: int):
+    """The stack with every parameter moved away from its initialisation, so that no symmetry
+    (ones, identities, zeros) hides a mistake."""
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(seed)
+        for p in stack.parameters():
+            p.add_(torch.randn(p.shape, generator=gen).to(p.device) * 0.3)
+    return stack
+
+
+def check_same(cfg, depths: list[int], device: torch.device, seed: int = 1) -> dict:
+    """icl's stack (the path this machine trains with) against the plain algebra of each of its
+    models (float64), on one batch with weights away from their initialisation:
+    losses, per-layer predictors and every parameter's gradient, errors in units of what each
+    sums, and whether every one is within reference.FACTOR of the plain float32 algebra's."""
+    stack = perturbed(build(cfg, stack_order(cfg.model, depths)).to(device), seed)
+    # At most 64 contexts: the same algebra at a fraction of the plain models' memory (their
+    # per-context gradients), and more than one of the kernels' blocks of contexts.
+    batch = sample_batch(cfg, min(cfg.batch_size, 64), make_generator(seed, device))
+    result = agreement(stack, batch)
+    return {"agreement": result, "error": max(r["error"] for r in result.values()),
+            "error_ratio": max(r["ratio"] for r in result.values()), "same": agrees(result)}

@@ -25,8 +25,8 @@ import torch
 
 from .. import __version__
 from ..core.config import ConfigError, RunConfig, check_threads
-from ..core.models import Stack, build, stack_order
-from ..core.reference import agreement, agrees, plain_model
+from ..core.models import build, stack_order
+from ..core.reference import check_same, plain_model
 from ..core.registry import MODELS, having, implementation
 from ..core.tasks import make_generator, sample_batch
 from ..core.train import StackAdam, resolve_device
@@ -44,30 +44,6 @@ DRAWS = "sampling,normal"  # the kernels that draw a batch; the model kernels ar
 DEEP_MEMORY_MIB = 2048  # the deep sweep's peak memory (icl alone, a fresh process) must stay below
 
 
-
-
-def perturbed(stack: Stack, seed: int) -> Stack:
-    """The stack with every parameter moved away from its initialisation, so that no symmetry
-    (ones, identities, zeros) hides a mistake."""
-    with torch.no_grad():
-        gen = torch.Generator().manual_seed(seed)
-        for p in stack.parameters():
-            p.add_(torch.randn(p.shape, generator=gen).to(p.device) * 0.3)
-    return stack
-
-
-def check_same(cfg: RunConfig, depths: list[int], device: torch.device, seed: int = 1) -> dict:
-    """icl's stack (the path this machine trains with) against the plain algebra of each of its
-    models (icl.core.reference, float64), on one batch with weights away from their initialisation:
-    losses, per-layer predictors and every parameter's gradient, errors in units of what each
-    sums, and whether every one is within reference.FACTOR of the plain float32 algebra's."""
-    stack = perturbed(build(cfg, stack_order(cfg.model, depths)).to(device), seed)
-    # At most 64 contexts: the same algebra at a fraction of the plain models' memory (their
-    # per-context gradients), and more than one of the kernels' blocks of contexts.
-    batch = sample_batch(cfg, min(cfg.batch_size, 64), make_generator(seed, device))
-    result = agreement(stack, batch)
-    return {"agreement": result, "error": max(r["error"] for r in result.values()),
-            "error_ratio": max(r["ratio"] for r in result.values()), "same": agrees(result)}
 
 
 def with_kernels(step: Callable[[], None], allowed: str) -> Callable[[], None]:

@@ -12,9 +12,8 @@ from icl.core import attention as attention_module
 from icl.core.accel import native
 from icl.core.config import ConfigError
 from icl.core.models import build, stack_order
-from icl.core.reference import FACTOR, agreement, agrees
+from icl.core.reference import FACTOR, agreement, agrees, perturbed
 from icl.core.train import train_group
-from icl.running.bench import perturbed
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -13,9 +13,8 @@ from heads_pins import case, fingerprint, losses
 from icl.core.accel import native
 from icl.core.config import ConfigError, RunConfig
 from icl.core.models import build, stack_order
-from icl.core.reference import FACTOR, FLOOR, agreement, agrees
+from icl.core.reference import FACTOR, FLOOR, agreement, agrees, perturbed
 from icl.core.train import train, train_group
-from icl.running.bench import perturbed
 from icl.running.cache import run_key
 
 pytestmark = pytest.mark.usefixtures("one_thread")

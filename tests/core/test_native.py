@@ -16,10 +16,9 @@ import torch
 from icl.core.accel import native
 from icl.core.config import RunConfig
 from icl.core.models import build, stack_order
-from icl.core.reference import FACTOR, FLOOR, agreement, agrees
+from icl.core.reference import FACTOR, FLOOR, agreement, agrees, perturbed
 from icl.core.registry import MODELS as REGISTRY
 from icl.core.tasks import Draws, make_generator, sample_batch
-from icl.running.bench import perturbed
 
 KERNELS = ("softmax_ensemble", "context_updates", "shared_stream", "sampling")
 pytestmark = pytest.mark.skipif(any(native.library(n) is None for n in KERNELS),

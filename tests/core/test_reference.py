@@ -10,9 +10,8 @@ from conftest import MODELS, tiny_batch, tiny_config
 
 from icl.core.accel import native
 from icl.core.models import build, stack_order
-from icl.core.reference import FACTOR, agreement, agrees, attention, plain_model
+from icl.core.reference import FACTOR, agreement, agrees, attention, perturbed, plain_model
 from icl.core.registry import having, implementation
-from icl.running.bench import perturbed
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -12,10 +12,9 @@ from conftest import tiny_batch, tiny_config
 
 from icl.core import memory, models, reference, registry
 from icl.core.models import Output, SoftmaxEnsemble, build, stack_order
-from icl.core.reference import FACTOR, agreement, agrees
+from icl.core.reference import FACTOR, agreement, agrees, perturbed
 from icl.core.train import train_group
 from icl.running import workload
-from icl.running.bench import perturbed
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,8 +7,7 @@ import torch
 from conftest import tiny_config
 
 from icl.core.models import build
-from icl.core.reference import FACTOR, plain_model
-from icl.running.bench import check_same
+from icl.core.reference import FACTOR, check_same, plain_model
 from icl.running.cli import main
 
 
