@@ -384,8 +384,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if err.filename is None or err.errno not in FILE_ERRORS:
             raise
-        print(f"icl: error: {err.filename}: {err.strerror}; run where icl may write (the checkout, outputs/, "
-              "the cache)", file=sys.stderr)
+        print(f"icl: error: {err.filename}: {err.strerror}; run where icl may write (the checkout, outputs/, the cache)",
+              file=sys.stderr)
         return 2
     except RuntimeError as err:  # a DivergenceError (icl.core.train, which loads torch: not imported here)
         if type(err).__name__ != "DivergenceError":

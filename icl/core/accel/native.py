@@ -3,22 +3,18 @@ shared stream, the arithmetic of sampling a batch, and its Gaussian draws (numpy
 
 No context needs anything from another, so a C loop runs all its layers with its states in L1 cache,
 forming, using and dropping each attention in one pass (the backward pass recomputes it from two numbers
-per row; the controlled model needs none: softmax_ensemble.c). torch does the same arithmetic with a
-Python round trip and a trip through memory per layer and operation, several times slower (`icl bench`).
-Gradients are summed over fixed blocks of contexts in block order (sum_blocks): results do not depend on
-the number of threads.
+per row; the controlled model needs none). torch does the same arithmetic with a Python round trip and a
+trip through memory per layer and operation, several times slower (`icl bench`). Gradients are summed
+over fixed blocks of contexts in block order (sum_blocks): results do not depend on the number of threads.
 
 Compiled on first use with `cc` (or $CC) into a per-user cache ($ICL_KERNEL_CACHE, else
-~/.cache/icl/kernels) with -march=native (PORTABLE_FLAGS where refused, or with
-ICL_KERNEL_FLAGS=portable), with -fopenmp where taken, and called through ctypes. With OpenMP the
-contexts are split among torch's threads (kernels/threads.h), without it among Python threads (ctypes
-releases the GIL).
+~/.cache/icl/kernels) with -march=native (PORTABLE_FLAGS where refused, or ICL_KERNEL_FLAGS=portable),
+with -fopenmp where taken, and called through ctypes; with OpenMP the contexts are split among torch's
+threads (kernels/threads.h), without it among Python threads (ctypes releases the GIL).
 
-Without a compiler, on a GPU, for context updates and the shared stream with contexts that are not a
-multiple of 16 tokens, with another attention than softmax, for a shared stream of several heads a layer
-(`runs_in_kernel`), or with ICL_NATIVE=0 (or a list of the kernels allowed), the models train through
-autograd: the same algebra, SLOWER (said once per process, with the reason, where the kernels could not
-be built). Every path is tested against icl.core.reference (tests/core/test_reference.py, test_native.py).
+Without a compiler, on a GPU, where `runs_in_kernel` or `usable` says no, or with ICL_NATIVE=0 (or a list
+of the kernels allowed), the models train through the torch lines of icl.core.layers: the same algebra,
+SLOWER (said once per process, with the reason, where the kernels could not be built).
 """
 from __future__ import annotations
 
@@ -183,8 +179,7 @@ def usable(name: str, tokens: int, *tensors: torch.Tensor) -> bool:
 
 
 def runs_in_kernel(cfg) -> bool:
-    """Whether a model of this config has a C kernel: softmax attention only (icl.core.attention),
-    and one head a layer where its kernel takes no more (icl.core.registry); everything else trains through autograd."""
+    """Whether a model of this config has a C kernel (icl.core.registry): softmax attention, and the heads it takes."""
     entry = MODELS[cfg.model]
     return entry.kernel is not None and cfg.nonlinearity == KERNEL_NONLINEARITY and (entry.kernel_heads or cfg.heads == 1)
 
