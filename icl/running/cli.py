@@ -66,7 +66,6 @@ def check_output_path(path: str | None, flag: str = "--json", need: int = 0, yes
             open(target, "a").close()
         except OSError as err:
             raise ConfigError(f"{flag}: {path} is not writable ({err.strerror}); give a writable path") from None
-
     free = free_bytes(target.parent.resolve())
     if need > free and not yes:
         raise ConfigError(f"{flag}: the results need up to about {size(need)}, more than the {size(free)} free on the disk "
