@@ -518,7 +518,7 @@ by_spectrum = {
     for name in ("alpha", "r2")
 }
 rules.record(
-    s,
+    s.params,
     "C1",
     checks["C1"],
     {
@@ -534,7 +534,7 @@ rules.record(
     depth_png,
 )
 rules.record(
-    s,
+    s.params,
     "C6a",
     checks["C6a"],
     {

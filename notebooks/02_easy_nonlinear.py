@@ -236,7 +236,7 @@ by_spectrum = {
     for name in ("R_1", "deeper_over_one", "target_mass", "norm_growth")
 }
 rules.record(
-    s, "C2", checks,
+    s.params, "C2", checks,
     {
         "one-layer loss": by_spectrum["R_1"],
         "best deeper / one layer": by_spectrum["deeper_over_one"],

@@ -679,7 +679,7 @@ for cid, figure in {
     rules.record_by_regime(s.params, cid, checks[cid], shown[cid], figure)
 rules.record(s.params, "C3", checks["C3"], rules.c3_numbers(table3), linear_png)
 rules.record(
-    s,
+    s.params,
     "C6b",
     checks["C6b"],
     {

@@ -9,6 +9,7 @@ import torch
 
 from icl.core.config import RunConfig
 from icl.core.models import build
+from icl.core.registry import MODELS as REGISTRY
 from icl.core.tasks import make_generator, sample_batch
 from icl.running import paths
 
@@ -17,7 +18,7 @@ from icl.running import paths
 simdevice.register()
 
 ROOT = Path(__file__).resolve().parents[1]
-MODELS = ("linear", "softmax", "shared_stream", "untied_values", "context_updates")
+MODELS = tuple(REGISTRY)  # every model of icl.core.registry: a model added there is tested everywhere
 ENSEMBLES = ("softmax", "shared_stream", "untied_values", "context_updates")  # models with layer_preds
 
 # dim 6, context 12: big enough for top-k and spectra to mean something, small enough for speed.

@@ -363,11 +363,6 @@ def test_the_check_finds_a_call_through_running_settings(tmp_path):
     assert later_calls(package) == ["pkg/analysis/fit.py:2 reads s.run (Settings only)"]
 
 
-NOTEBOOK_OF = {"easy": {"C1": "01_easy_linear", "C6a": "01_easy_linear", "C2": "02_easy_nonlinear"},
-               "difficult": "03_difficult", "generalised": "04_generalized", "regimes": "06_regimes",
-               "mechanism": "07_mechanism", "heads": "08_heads_and_loops"}  # the notebook each claim's criteria read
-
-
 def test_every_function_given_a_notebooks_parameters_runs_on_the_value_object_alone(capsys):
     """Each function of analysis and claims that takes a notebook's parameters (`takes_parameters`),
     called with a fresh value object of the notebook's own validated parameters (ci profile) and no
@@ -375,10 +370,11 @@ def test_every_function_given_a_notebooks_parameters_runs_on_the_value_object_al
     called here too."""
     import copy
     import importlib
+    import pkgutil
 
     from icl import claims
     from icl.analysis import grids
-    from icl.running.parameters import notebook_parameters
+    from icl.running.parameters import NOTEBOOKS, notebook_parameters
     from icl.running.plan import settings
 
     def params(name: str) -> grids.Parameters:
@@ -387,24 +383,28 @@ def test_every_function_given_a_notebooks_parameters_runs_on_the_value_object_al
 
     called = set()
 
+    def fills(rules, cid, p) -> bool:
+        """Whether a notebook's parameters fill in every one the claim's statement names."""
+        try:
+            return "{" not in "".join(rules.statement(cid, p))
+        except KeyError:
+            return False
+
     def call(fn, *args):
         called.add(f"{fn.__module__}:{fn.__qualname__}")
         return fn(*args)
 
-    trains = {"01_easy_linear": grids.easy_linear, "02_easy_nonlinear": grids.easy_nonlinear,
-              "03_difficult": grids.difficult, "04_generalized": grids.generalized, "06_regimes": grids.regimes,
-              "08_heads_and_loops": grids.heads_and_loops}
-    of = {name: params(name) for name in {*trains, "07_mechanism"}}
-    for name, fn in trains.items():
-        assert all(cfgs for cfgs in call(fn, of[name]).values()), name
-    assert call(grids.mechanism, of["07_mechanism"], of["03_difficult"].values)["ablation"]
+    of = {name: params(name) for name in NOTEBOOKS}
+    for name, fn in grids.RUNS.items():  # every notebook's run lists, as the plan calls them
+        also = [of[grids.TRAINED_WITH[name]].values] if name in grids.TRAINED_WITH else []
+        assert all(cfgs for cfgs in call(fn, of[name], *also).values()), name
     assert call(grids.regime_cells, of["06_regimes"])[1]
-    for module_name, notebooks in NOTEBOOK_OF.items():
-        rules = importlib.import_module(f"icl.claims.{module_name}").RULES
-        for cid, core in rules.core.items():
-            p = of[notebooks[cid] if isinstance(notebooks, dict) else notebooks]
+    for module in pkgutil.iter_modules(claims.__path__):
+        rules = getattr(importlib.import_module(f"icl.claims.{module.name}"), "RULES", None)
+        for cid, core in (rules.core.items() if rules else ()):
+            p = next(of[n] for n in NOTEBOOKS if fills(rules, cid, of[n]))
             call(rules.show_criteria, p, cid)
-            assert "{" not in "".join(call(rules.statement, cid, p))  # every parameter it names is filled in
+            call(rules.statement, cid, p)
             call(rules.record, p, cid, {core: True}, {}, "f.png")
             call(rules.record_by_regime, p, cid, {"r": {core: True}}, {"r": {}}, "f.png")
             assert [c["id"] for c in p.claims][-1] == cid

@@ -168,7 +168,7 @@ def heads_and_loops(s: Parameters) -> dict[str, list[RunConfig]]:
 
 
 # Each notebook that trains, by its name: the function that lists its runs (`icl reproduce --plan`
-# prices these; tests/running/test_plan.py fails on a notebook that trains and is missing here, which
+# prices these; tests/test_additions.py fails on a notebook that trains and is missing here, which
 # would be planned at zero), and the notebook whose parameters a grid also reads.
 RUNS = {"01_easy_linear": easy_linear, "02_easy_nonlinear": easy_nonlinear, "03_difficult": difficult,
         "04_generalized": generalized, "06_regimes": regimes, "07_mechanism": mechanism,

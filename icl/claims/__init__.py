@@ -279,6 +279,8 @@ def claim(s: Parameters, cid: str, text: str, status, measured: dict, figure: st
     """Record one claim's verdict in the notebook's parameters' `claims` (it goes to results.json,
     then to outputs/REPORT.md), with the name of its core check (the report's "decided by"). A claim judged in several regimes gives
     `regimes` = {regime: {"status": ..., "measured": {...}}}."""
+    if not isinstance(s, Parameters):  # a running object would pass for one (it carries .claims too)
+        raise TypeError(f"{cid}: a claim is recorded on a notebook's parameters, s.params, not on {type(s).__name__}")
     row = _record_status({"id": cid, "claim": text, "criterion": criterion}, status)
     row.update(measured=_plain(measured), figure=figure)
     if core is not None:

@@ -258,8 +258,8 @@ def validate_heads(c: RunConfig) -> None:
     if c.heads * c.resolved_key_dim > c.dim:
         raise ConfigError(f"heads: {c.heads} is not allowed; heads * key_dim ({c.heads} * {c.resolved_key_dim}) "
                           f"must be at most dim ({c.dim}): set key_dim to at most dim / heads")
-    if c.tie_layers and not REGISTRY[c.model].loops:
-        raise ConfigError(f"tie_layers: true is allowed only for the models {', '.join(having('loops'))} (here {c.model!r})")
+    if c.tie_layers and not REGISTRY[c.model].tie_layers:
+        raise ConfigError(f"tie_layers: true is allowed only for the models {', '.join(having('tie_layers'))} (here {c.model!r})")
     if (c.heads > 1 or c.tie_layers) and c.subspace != "learned":
         raise ConfigError(f"subspace: {c.subspace!r} is allowed only with heads 1 and tie_layers false "
                           f"(here heads {c.heads}, tie_layers {c.tie_layers})")

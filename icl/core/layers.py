@@ -117,16 +117,19 @@ def stream_layers_kernel(z, QK, V, step, counts: list[int], heads: int, kind: st
     return dzq, zq, None
 
 
-KERNELS = {softmax_layers: softmax_layers_kernel, context_states: context_states_kernel,
-           stream_layers: stream_layers_kernel}
+# torch lines -> (the kernel's name in icl.core.registry, its twin)
+KERNELS = {softmax_layers: ("softmax_ensemble", softmax_layers_kernel),
+           context_states: ("context_updates", context_states_kernel),
+           stream_layers: ("shared_stream", stream_layers_kernel)}
 
 
 def path(layers, stack, tokens: int, *tensors: torch.Tensor, attention: bool = False):
-    """`layers` (the torch lines), or their C kernel where one applies: the stack is not called
-    under vmap (icl.core.replicas), the kernel gives no attention weights where they are asked for,
-    `native.runs_in_kernel` allows it for the config (softmax attention; the heads it takes), and
-    `native.usable` takes these tensors (CPU float32, the kernels built and on)."""
-    name = native.kernel_of(stack.cfg)
-    use = (name is not None and not stack.replicated and not (attention and layers is not context_states)
+    """`layers` (the torch lines), or their C kernel where one applies: it is the kernel the model's
+    registry entry names and `native.runs_in_kernel` allows for the config (softmax attention; the
+    heads it takes), the stack is not called under vmap (icl.core.replicas), no attention weights
+    are asked of it (the kernels give none), and `native.usable` takes these tensors (CPU float32,
+    the kernels built and on)."""
+    name, kernel = KERNELS[layers]
+    use = (name == native.kernel_of(stack.cfg) and not stack.replicated and not attention
            and native.usable(name, tokens, *tensors))
-    return KERNELS[layers] if use else layers
+    return kernel if use else layers

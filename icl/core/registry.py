@@ -58,6 +58,12 @@ def selection_numbers(cfg) -> int:
     return 2 * SELECTION_PERCENTILES + 10
 
 
+def subspace_numbers(cfg) -> int:
+    """Token selection, the decomposition, and the summary of the subspaces its layers read through
+    (icl.core.subspaces.summary: ten numbers and two per layer)."""
+    return selection_numbers(cfg) + 10 + 2 * cfg.depth
+
+
 def linear_numbers(cfg) -> int:
     """Every layer's preconditioner Gamma_l."""
     return cfg.depth * cfg.dim**2 + 1
@@ -80,25 +86,25 @@ class Model:
     kernel_heads: bool = True  # the kernel takes several heads a layer
     nonlinear: bool = True  # its attention goes through icl.core.attention.weights (any nonlinearity)
     heads: bool = False  # multi-head layers (icl.core.heads)
-    loops: bool = False  # looped stacks, one layer read at every depth (tie_layers)
+    tie_layers: bool = False  # looped stacks, one layer read at every depth (RunConfig.tie_layers)
     subspaces: bool = False  # layers frozen to drawn subspaces (icl.core.subspaces)
     context_attention: bool = False  # P x P attention among the context tokens in every layer
     stream: bool = False  # a token's state carries its label: D = d + 1 dimensions
     records_context: bool = False  # its result keeps context attention (icl.core.measure)
-    looped: str | None = None  # its first per-model loop in icl.core.looped, the bench's baseline
+    looped: str | None = None  # its first implementation, a loop per model in icl.core.looped: the bench's baseline
 
 
 MODELS = {
     "linear": Model("LinearAttention", "Linear", linear_floats, linear_numbers, nonlinear=False),
-    "softmax": Model("SoftmaxEnsemble", "Softmax", query_row_floats, selection_numbers, kernel="softmax_ensemble",
-                     heads=True, loops=True, subspaces=True),
+    "softmax": Model("SoftmaxEnsemble", "Softmax", query_row_floats, subspace_numbers, kernel="softmax_ensemble",
+                     heads=True, tie_layers=True, subspaces=True),
     "shared_stream": Model("SharedStream", "SharedStream", context_floats, selection_numbers, kernel="shared_stream",
-                           kernel_lanes=True, kernel_heads=False, heads=True, loops=True, context_attention=True,
+                           kernel_lanes=True, kernel_heads=False, heads=True, tie_layers=True, context_attention=True,
                            stream=True, looped="LoopedSharedStream"),
-    "untied_values": Model("SoftmaxEnsemble", "Softmax", query_row_floats, selection_numbers, options=(("untied", True),),
-                           kernel="softmax_ensemble", heads=True, loops=True, subspaces=True),
+    "untied_values": Model("SoftmaxEnsemble", "Softmax", query_row_floats, subspace_numbers, options=(("untied", True),),
+                           kernel="softmax_ensemble", heads=True, tie_layers=True, subspaces=True),
     "context_updates": Model("ContextUpdates", "ContextUpdates", context_floats, context_numbers, kernel="context_updates",
-                             kernel_lanes=True, loops=True, context_attention=True, records_context=True,
+                             kernel_lanes=True, tie_layers=True, context_attention=True, records_context=True,
                              looped="LoopedContextUpdates"),
 }
 

@@ -2,7 +2,7 @@
 small budget, before hours of device time are spent on it.
 
 - **plan**, without training: per notebook, the runs it trains (`icl.analysis.grids`, the notebooks' own
-  run lists), their groups (one batched pass each), training steps, estimated FLOPs, the memory
+  run lists), their groups (one batched pass each), training steps, the memory
   estimate of the largest group (`icl.core.memory`) against the device's memory, and an estimated time
   from real training steps of the largest group of each model, timed on the spot
   (`icl.running.workload`). A plan whose largest group cannot fit is refused.

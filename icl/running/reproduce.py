@@ -268,7 +268,7 @@ def add_arguments(p) -> None:
     p.add_argument("--yes", action="store_true", help="run even where the estimate is more than a day of training")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--plan", action="store_true",
-                      help="print, without training, each notebook's runs, steps, FLOPs, largest memory and estimated time")
+                      help="print, without training, each notebook's runs, steps, largest memory and estimated time")
     what.add_argument("--smoke", action="store_true",
                       help=f"run every notebook at the profile's shapes for {SMOKE['steps']} steps with small evaluation "
                            "sets, into "

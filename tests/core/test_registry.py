@@ -5,6 +5,7 @@ trains, agrees with its plain algebra and is priced (docs/architecture.md, "Addi
 import ast
 import dataclasses
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -96,7 +97,10 @@ def doubled(monkeypatch):
 
 
 def test_a_model_added_in_three_files_validates_trains_agrees_and_is_priced(doubled):
-    assert len(doubled) == 3
+    """The three modules the fixture patches are the three files docs/architecture.md lists."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text().split("## Adding a model\n", 1)[1].split("\n## ")[0]
+    listed = {PACKAGE.parent / p for p in re.findall(r"^\d+\. `([^`]+)`", page, re.M)}
+    assert listed == {Path(m.__file__) for m in doubled}, listed
     cfg = tiny_config(model="doubled", key_dim=3, steps=4, batch_size=16)
     stack = perturbed(build(cfg, stack_order(cfg.model, [2, 1])), 1)
     assert isinstance(stack, Doubled)
@@ -104,7 +108,9 @@ def test_a_model_added_in_three_files_validates_trains_agrees_and_is_priced(doub
     assert agrees(result), {q: r for q, r in result.items() if r["ratio"] > FACTOR}
     for r in train_group([cfg.replace(depth=L) for L in (2, 1)]):
         assert math.isfinite(r["final_loss"])
-    assert memory.estimate_bytes(cfg, [2, 1]) > 0 and workload.result_floats(cfg) > 0
+    twin = cfg.replace(model="softmax")  # the same entry but for its classes: priced alike
+    assert memory.estimate_bytes(cfg, [2, 1]) == memory.estimate_bytes(twin, [2, 1])
+    assert workload.result_floats(cfg) == workload.result_floats(twin)
     assert workload.group_step_seconds([cfg.replace(depth=L) for L in (2, 1)]) > 0
 
 
@@ -130,10 +136,32 @@ def test_each_kernel_sits_beside_its_torch_lines_with_their_signature():
 
     from icl.core import layers
 
-    for torch_lines, kernel in layers.KERNELS.items():
+    for torch_lines, (name, kernel) in layers.KERNELS.items():
         assert inspect.signature(torch_lines) == inspect.signature(kernel), torch_lines.__name__
+        assert name in {entry.kernel for entry in registry.MODELS.values()}, name
     source = Path(models.__file__).read_text()
     imported = {a.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)
                 for a in node.names if (node.module or "").startswith("accel")}
     assert imported <= {"Workspace"}, imported
     assert "native." not in source
+
+
+def numbers_in(x) -> int:
+    """The numbers a stored result holds (lists and dicts of them, nested)."""
+    if isinstance(x, dict):
+        return sum(map(numbers_in, x.values()))
+    if isinstance(x, (list, tuple)):
+        return sum(map(numbers_in, x))
+    return int(isinstance(x, (int, float)) and not isinstance(x, bool))
+
+
+@pytest.mark.parametrize("model", list(registry.MODELS))
+def test_an_entrys_result_numbers_bound_what_its_result_holds(model):
+    """`result_numbers` (what the plan prices a result's size by) against a real result of each
+    model: at least what it holds, at most four times it (the estimate runs high, never low)."""
+    from icl.core import measure
+
+    assert registry.SELECTION_PERCENTILES == len(measure.SELECTION_PERCENTILES)
+    cfg = tiny_config(model=model, key_dim=3, steps=2, depth=3, eval_points=2)
+    held = numbers_in({k: v for k, v in train_group([cfg])[0].items() if k != "config"})  # priced per entry
+    assert held <= workload.result_floats(cfg) <= 4 * held, (held, workload.result_floats(cfg))

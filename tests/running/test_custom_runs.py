@@ -40,9 +40,9 @@ def readme_command() -> list[str]:
     text = (ROOT / "README.md").read_text()
     block = next(b for b in re.findall(r"```bash\n(.*?)```", text, re.S) if "papermill" in b).replace("\\\n", " ")
     line = next(line for line in block.splitlines() if "papermill" in line)
-    words = shlex.split(line.replace("03_difficult", NAME).replace("params/quick/", "params/ci/"))
+    words = shlex.split(line.replace("03_difficult", NAME))
     assert words[0].endswith("papermill"), words
-    return [sys.executable, "-m", "papermill", *words[1:]]
+    return [sys.executable, "-m", "papermill", *words[1:], "-f", f"params/ci/{NAME}.yaml"]  # the ci shapes
 
 
 def without_output_dir(words: list[str]) -> list[str]:

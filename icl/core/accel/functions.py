@@ -1,7 +1,7 @@
 """The C kernels' layers as autograd functions, each with its hand-written backward pass in C
-(SoftmaxLayers, ContextKernel, StreamLayers), and the memory they keep for that pass. The models
-(icl.core.models) call them where `native.usable` says a kernel can take the tensors, and
-otherwise train through torch's autograd.
+(SoftmaxLayers, ContextKernel, StreamLayers), and the memory they keep for that pass. Each is the
+twin of a torch function of icl.core.layers, swapped in by `layers.path` where a kernel can take the
+tensors; otherwise the models train through those torch lines.
 """
 from __future__ import annotations
 

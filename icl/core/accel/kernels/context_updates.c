@@ -6,7 +6,7 @@
    nothing from any other, so one pair runs all its layers with its vectors in L1 cache. The
    P x P attention is never stored: the forward pass keeps, per row, the largest score and the
    inverse of the softmax's sum, and the backward pass recomputes the weights from them. Same
-   algebra as icl.core.models.context_states (trained through autograd); the tests compare both
+   algebra as icl.core.layers.context_states (trained through autograd); the tests compare both
    with icl.core.reference.
 
    The backward pass of one update h' = h + u A h, A = softmax(qx kx^T), given g = dLoss/dh':
