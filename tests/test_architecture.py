@@ -169,15 +169,6 @@ def unexplained(found: list[Arrow], exempt=frozenset()) -> list[str]:
     return list(dict.fromkeys(str(a) for a in found if a.in_function and not a.commented and a.path not in exempt))
 
 
-def hashed_files() -> set[Path]:
-    """The files whose bytes key the run cache and the bounds' memo: a comment added there would
-    orphan every cached run, so the why-comment rule leaves them be."""
-    from icl.analysis import bounds
-    from icl.running import cache
-
-    return {p.resolve() for p in cache.source_files() + cache.source_files(roots=bounds.SOURCES)}
-
-
 # ---------------------------------------------------------------- icl itself
 
 ICL = ROOT / "icl"
@@ -197,7 +188,7 @@ def test_no_arrow_in_icl_goes_up_a_layer():
 
 
 def test_every_import_inside_a_function_of_icl_says_why():
-    bad = unexplained(arrows(ICL), exempt=hashed_files())
+    bad = unexplained(arrows(ICL))
     assert bad == [], (f"{len(bad)} imports inside a function with no comment on their line or the line above "
                        "saying why (e.g. `# heavy: loads torch`); one that loads nothing heavy belongs at the "
                        "module's head (with no circle in icl, moving it there closes none):\n" + "\n".join(bad))

@@ -180,7 +180,7 @@ def held_out_spread(cfg: RunConfig, sets: int = 5, fit_contexts: int = 2048, bud
     (seeds after the runs' own). Per bound: its values, mean, relative standard deviation and range.
     `budget(seconds)`, if given, is called with the estimated time of all sets once the first is
     done (it may raise: a million sets is a refusal, not two days)."""
-    from ..core.tasks import EVAL_SEED
+    from ..core.tasks import EVAL_SEED  # here, not at the head: moving it would change the syntax that keys the bounds' memo
 
     fit = contexts(cfg, fit_contexts)[0]
     rows = []
@@ -206,7 +206,7 @@ def bound_bytes(cfg: RunConfig, depths, fit_contexts: int) -> int:
     context sets, kept throughout, and the larger of drawing one, the mixture's reads over BETAS and
     the random-subspace reads of the subspace ensembles (`icl.analysis.baselines`: every layer at every
     temperature on the fit set in float64, in chunks of CHUNK contexts, one kind at a time)."""
-    from ..core.memory import FLOAT, batch_floats
+    from ..core.memory import FLOAT, batch_floats  # here, not at the head: moving it would change the syntax that keys the bounds' memo
 
     d, P, k, E, n = cfg.dim, cfg.context_length, cfg.resolved_key_dim, cfg.eval_contexts, fit_contexts
     S, B = max(int(L) for L in depths), n + E
@@ -225,7 +225,7 @@ def bound_bytes(cfg: RunConfig, depths, fit_contexts: int) -> int:
 
 def check_bound_fits(cfg: RunConfig, depths, fit_contexts: int) -> None:
     """ConfigError (one line: the estimate and the limit) if the bounds cannot fit in memory."""
-    from ..core.memory import check_bytes
+    from ..core.memory import check_bytes  # here, not at the head: moving it would change the syntax that keys the bounds' memo
 
     check_bytes(bound_bytes(cfg, depths, fit_contexts), "cpu",
                 f"the bounds at dim {cfg.dim}, context_length {cfg.context_length}, eval_contexts {cfg.eval_contexts}, "

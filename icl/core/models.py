@@ -293,7 +293,7 @@ def build(cfg: RunConfig, depths: list[int]) -> Stack:
     layers' subspaces frozen where cfg.subspace says so."""
     stack = model_class(cfg.model)(cfg, depths, **dict(MODELS[cfg.model].options))
     if cfg.subspace != "learned":
-        from .subspaces import freeze
+        from .subspaces import freeze  # only for frozen subspaces (notebook 07's ablation)
 
         freeze(stack, cfg.subspace, cfg.seed)
     return stack

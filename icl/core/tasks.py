@@ -62,7 +62,7 @@ def gaussian(*shape: int, gen: torch.Generator, out: torch.Tensor | None = None)
     On any other device (a GPU) torch draws there: reading the seed back and copying numpy's draws
     over would wait for the device twice per call. Those bits are the device's own (the cache
     key holds the device type); they need not match the CPU's."""
-    from .accel import native
+    from .accel import native  # here, not at the head: moving it would change the syntax that keys the cached runs
 
     if gen.device.type != "cpu":
         return torch.randn(shape, generator=gen, device=gen.device) if out is None else torch.randn(shape, generator=gen, out=out)
@@ -195,7 +195,7 @@ def sample_batch(cfg: RunConfig, n: int, gen: torch.Generator) -> Batch:
     """n fresh contexts of the task that cfg describes, drawn with gen. On the CPU the arithmetic
     after the draws runs in icl/core/accel/kernels/sampling.c (the same draws; values that agree with
     torch's to float32 rounding: see that file); elsewhere, or with ICL_NATIVE=0, in torch."""
-    from .accel import native
+    from .accel import native  # here, not at the head: moving it would change the syntax that keys the cached runs
 
     lam, omega, lam_sqrt, omega_scale = spectra(cfg.dim, cfg.input_exponent, cfg.task_exponent, str(gen.device))
     if gen.device.type == "cpu" and native.usable("sampling", 16):
