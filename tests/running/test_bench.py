@@ -57,9 +57,10 @@ def test_bench_command_writes_json_and_markdown(tmp_path):
     assert code == 0
     result = json.loads(out.read_text())
     names = [c["case"] for c in result["cases"]]
-    assert names == ["softmax L=2", "linear L=2", "linear sweep 1-2", "context_updates L=1-2", "shared_stream L=1-2",
-                     "softmax sweep 1-2 (quick shape)", "context_updates sweep 1-2 (quick shape)",
-                     "shared_stream sweep 1-2 (quick shape)", "draws, softmax sweep 1-2 (quick shape)", "softmax sweep 1-4"]
+    # the generalised models in the registry's order (icl.core.registry)
+    assert names == ["softmax L=2", "linear L=2", "linear sweep 1-2", "shared_stream L=1-2", "context_updates L=1-2",
+                     "softmax sweep 1-2 (quick shape)", "shared_stream sweep 1-2 (quick shape)",
+                     "context_updates sweep 1-2 (quick shape)", "draws, softmax sweep 1-2 (quick shape)", "softmax sweep 1-4"]
     assert all(c["same"] for c in result["cases"])
     for c in result["cases"][3:5]:  # against their first implementation, at their own size
         assert c["speedup_vs_reference"] == pytest.approx(ratio_of_rates(c, "reference"), rel=1e-9)
