@@ -26,9 +26,6 @@ class Parameters:
     def __getitem__(self, key):
         return self.values[key]
 
-    def get(self, key, default=None):
-        return self.values.get(key, default)
-
     def grid(self, depths, seeds, spectra, **overrides) -> list[RunConfig]:
         """Every (spectrum, seed, depth) run on the notebook's run settings and `overrides`, in that
         nesting order (`icl.core.expansion.grid`)."""

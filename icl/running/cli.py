@@ -201,9 +201,10 @@ def add_arguments_sweep(p: argparse.ArgumentParser) -> None:
 
 def run_sweep_command(args) -> int:
     # heavy: sweep loads torch and yaml; each command loads what it runs
+    from ..core.expansion import expand
     from .cache import RunCache
     from .files import json_bytes
-    from .sweep import expand, read_yaml, run_sweep
+    from .sweep import read_yaml, run_sweep
 
     cfgs = expand(read_yaml(args.params), args.params)
     check_cache_path(args.cache)

@@ -103,11 +103,6 @@ class Settings:
         """The base run config: every RunConfig field the notebook declares, then overrides."""
         return config_from(self.values, "parameters", **overrides)
 
-    def grid(self, depths, seeds, spectra, **overrides) -> list[RunConfig]:
-        """Every (spectrum, seed, depth) run on the notebook's settings and `overrides`, in that
-        nesting order (`Parameters.grid`)."""
-        return self.params.grid(depths, seeds, spectra, **overrides)
-
     def run(self, cfgs: list[RunConfig]) -> list[dict]:
         """Train (or read from the cache) every config; groups train in one batched pass. A run that
         diverged is named on standard error and left out of the list returned. Without a

@@ -12,7 +12,6 @@ import yaml
 from tqdm import tqdm
 
 from ..core.config import ConfigError, RunConfig, excerpt
-from ..core.expansion import expand  # noqa: F401  the runs a sweep file describes, expanded where a notebook's grid is
 from ..core.memory import check_fits
 from ..core.train import group_key, is_diverged, train_finite, train_finite_together
 from .cache import RunCache

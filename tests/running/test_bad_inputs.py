@@ -15,9 +15,10 @@ from conftest import ROOT, TINY, tiny_config
 
 import icl.core.train
 from icl.core.config import ConfigError, RunConfig, coerce
+from icl.core.expansion import expand
 from icl.running.cache import RunCache
 from icl.running.cli import main
-from icl.running.sweep import expand, read_yaml
+from icl.running.sweep import read_yaml
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

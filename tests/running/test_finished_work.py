@@ -12,10 +12,10 @@ from conftest import TINY, read_only, writable_again
 
 import icl.running.sweep as icl_sweep
 from icl.analysis import tables
+from icl.core.expansion import expand
 from icl.running import notebook as nb
 from icl.running.cache import RunCache
 from icl.running.cli import main
-from icl.running.sweep import expand
 
 pytestmark = pytest.mark.usefixtures("one_thread", "fallback_home")
 

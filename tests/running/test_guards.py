@@ -9,10 +9,10 @@ import pytest
 from conftest import ROOT
 
 from icl.core.config import ConfigError, RunConfig
+from icl.core.expansion import expand
 from icl.running import notebook as nb
 from icl.running import plan
 from icl.running import reproduce as rep
-from icl.running.sweep import expand
 
 HINT = "did you mean 'input_exponent'?"
 HINT_RE = re.escape(HINT)

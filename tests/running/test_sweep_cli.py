@@ -14,10 +14,11 @@ from conftest import ROOT, TINY, tiny_config
 
 import icl.core.train
 from icl.core.config import field_names
+from icl.core.expansion import expand
 from icl.core.train import DivergenceError, train
 from icl.running.cache import RunCache
 from icl.running.cli import main
-from icl.running.sweep import expand, run_sweep, runs_of
+from icl.running.sweep import run_sweep, runs_of
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
