@@ -41,6 +41,7 @@ def write_report(root: Path, profile: str, base: Path | None = None) -> Path:
     failed = [dict(name=n, error=t.get("error", "no reason recorded") + (f"; log: `{t['log']}`" if t.get("log") else ""))
               for n, t in sorted(times.items()) if t.get("status", "ok") != "ok"]
     story, mechanism, c4 = headline.regime_story(base), headline.mechanism_table(root, base), headline.c4_table(base)
+    alpha = headline.alpha_answer(base)  # the report's and the README's, read once
     glance = claim_report.compact_table(rows, root, base, base) if rows else ""
     text = fill("report", profile=profile, intro=claims.INTRO,  # its parts in the template's order; "" leaves one out
                 pipeline_only=fill("pipeline_only") if pipeline_only else "",
@@ -48,7 +49,7 @@ def write_report(root: Path, profile: str, base: Path | None = None) -> Path:
                 unreadable=warnings("unreadable", [dict(name=n) for n in unreadable]),
                 answer="" if pipeline_only else the_answer(root, base),
                 glance=fill("glance", table=glance, decided_by=claims.DECIDED_BY) if rows else fill("no_results"),
-                alpha=headline.alpha_answer(base),
+                alpha=alpha,
                 c4=fill("c4", table=c4) if c4 else "",
                 regimes=fill("regimes", story=story, figure=figure(base, "06_regimes/regime_map.png", "regime map"),
                              table=headline.regime_table(base)) if story else "",
@@ -60,8 +61,7 @@ def write_report(root: Path, profile: str, base: Path | None = None) -> Path:
     write_own(base / "REPORT.md", text)
     if base.resolve() == (root / "outputs").resolve():  # the committed quick-profile outputs: the README shows them
         update_readme(root, fill("readme", table=claim_report.compact_table(rows, root, base, root) + "\n" if rows else "",
-                                 alpha=headline.alpha_answer(base).rstrip("\n"), c4_setting=headline.C4_SETTING,
-                                 c4=headline.c4_table(base)).rstrip("\n"))
+                                 alpha=alpha.rstrip("\n"), c4_setting=headline.C4_SETTING, c4=c4).rstrip("\n"))
     return base / "REPORT.md"
 
 
