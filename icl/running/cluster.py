@@ -1,6 +1,6 @@
 """Sweeps beyond one machine, through submitit (the usual engine for SLURM in this field).
 
-A sweep is a list of independent groups of runs (icl.running.sweep.groups). `submitit_runner` returns a
+A sweep is a list of independent groups of runs (icl.core.passes.groups). `submitit_runner` returns a
 runner for icl.running.sweep.run_sweep: it submits one job per group, waits for all of them and hands the
 results back, and run_sweep writes them to the run cache as for a local run. With a `cache`, every
 job also writes its own results to that cache the moment it finishes (atomically, so concurrent

@@ -57,8 +57,8 @@ def notebook_runs(root: Path, profile: str, name: str, params: dict) -> list[Run
 def remaining(root: Path, runs: list[RunConfig], params: dict) -> list[list[RunConfig]]:
     """The groups of `runs` a notebook will train: those with a run missing from its run cache."""
     # heavy: sweep loads torch and yaml; a plan alone loads none
+    from ..core.passes import groups
     from .cache import RunCache
-    from .sweep import groups
 
     cache = RunCache(root / params["cache_dir"]) if params.get("cache_dir") else None
     return [g for g in groups(runs) if cache is None or any(cache.load(c) is None for c in g)]
@@ -96,7 +96,7 @@ def notebook_plan(runs: list[RunConfig], device: str) -> dict:
     """Runs, groups, steps, the largest group's memory against the device's, and the time."""
     # heavy: sweep loads torch and yaml; a plan alone loads none
     from ..core.memory import estimate_bytes, memory_limit
-    from .sweep import groups
+    from ..core.passes import groups
     from .workload import estimate
 
     if not runs:

@@ -13,10 +13,10 @@ from tqdm import tqdm
 
 from ..core.config import ConfigError, RunConfig, excerpt
 from ..core.memory import check_fits
-from ..core.train import group_key, is_diverged, train_finite, train_finite_together
+from ..core.passes import groups, passes
+from ..core.train import is_diverged, train_finite, train_finite_together
 from .cache import RunCache
 from .files import rescue
-from .passes import passes
 
 # A parameter file's YAML may expand (its aliases followed) to at most this many values, and be at
 # most this large: the sweeps in params/ hold a few hundred values. Aliases make a file of nested
@@ -99,14 +99,6 @@ def read_yaml(path: str | Path, may_be_empty: bool = False) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: must hold a mapping of parameter names to values, not {type(data).__name__}")
     return data
-
-
-def groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
-    """Runs that differ only in depth and learning rate, in first-seen order."""
-    out: dict[tuple, list[RunConfig]] = {}
-    for c in cfgs:
-        out.setdefault(group_key(c), []).append(c)
-    return list(out.values())
 
 
 def train_pass(together: list[list[RunConfig]], progress: bool) -> list[list[dict]]:

@@ -103,8 +103,8 @@ def shared_draws(todo: list[list[RunConfig]], step: dict[int, float]) -> float:
     `step[id(group)]`; replicas on a GPU draw their own), each draw timed once per task and shape
     (`train.data_key` less the seed). Replicas' batched steps are not priced: on a GPU this
     estimate runs high."""
+    from ..core.passes import passes  # heavy: loads the core (torch); workload alone loads none
     from ..core.train import data_key  # heavy: the core loads torch; workload alone loads none
-    from .passes import passes  # heavy: loads the core (torch); workload alone loads none
 
     timed: dict[tuple, float] = {}
     saved = 0.0

@@ -6,9 +6,10 @@ import pytest
 from conftest import tiny_config
 
 from icl.core.config import ConfigError
+from icl.core.passes import groups
 from icl.running.cache import RunCache
 from icl.running.cluster import job_parameters, submitit_runner
-from icl.running.sweep import groups, run_sweep
+from icl.running.sweep import run_sweep
 
 # Two groups (softmax depths 1 and 2 train together; linear is a group of its own).
 SWEEP = [tiny_config(model="softmax", depth=1), tiny_config(model="softmax", depth=2),

@@ -223,7 +223,8 @@ def test_expand_nests_spectrum_then_seed_outermost_and_depth_then_learning_rate_
 
 @pytest.mark.parametrize("path", sorted((ROOT / "params" / "sweeps").glob("*.yaml")), ids=lambda p: p.name)
 def test_example_sweep_files_are_valid_sweeps(path):
-    from icl.running.sweep import groups, read_yaml
+    from icl.core.passes import groups
+    from icl.running.sweep import read_yaml
 
     cfgs = expand(read_yaml(path), str(path))
     assert cfgs and all(c.device != "auto" for c in cfgs)  # explicit device: the cache key holds it

@@ -10,10 +10,11 @@ from conftest import TINY, tiny_config
 import icl.core.train
 import icl.running.sweep
 from icl.core.config import RunConfig
+from icl.core.passes import groups
 from icl.running import workload
 from icl.running.cache import RunCache
 from icl.running.cli import main
-from icl.running.sweep import groups, run_sweep
+from icl.running.sweep import run_sweep
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -85,7 +86,7 @@ def test_the_estimates_are_close_to_a_real_run(tmp_path):
 
 
 def test_groups_that_share_a_pass_are_priced_without_their_second_draw(monkeypatch):
-    """One seed's two ranks train in one pass (running.passes) and draw each batch once: the estimate
+    """One seed's two ranks train in one pass (core.passes) and draw each batch once: the estimate
     is the two groups' steps less one draw a step; two seeds draw their own batches."""
     monkeypatch.setattr(workload, "group_step_seconds", lambda group: 1e-3 * workload.group_cost(group))
     monkeypatch.setattr(workload, "draw_seconds", lambda cfg: 0.25)
@@ -98,8 +99,8 @@ def test_groups_that_share_a_pass_are_priced_without_their_second_draw(monkeypat
     assert workload.estimate(shared)["seconds"] == pytest.approx(alone(shared) - 0.25 * 100)
     assert workload.estimate(apart)["seconds"] == pytest.approx(alone(apart))
     # On a GPU the two seeds share a pass as replicas, each drawing its own batches: still no draw saved.
-    import icl.running.passes
+    import icl.core.passes
 
-    monkeypatch.setattr(icl.running.passes, "replicates", lambda device: True)
-    assert len(icl.running.passes.passes(apart)) == 1
+    monkeypatch.setattr(icl.core.passes, "replicates", lambda device: True)
+    assert len(icl.core.passes.passes(apart)) == 1
     assert workload.estimate(apart)["seconds"] == pytest.approx(alone(apart))

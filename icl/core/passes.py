@@ -1,13 +1,25 @@
-"""Training passes: the groups of a sweep that draw the same batches (`train.data_key`, e.g. one
+"""How a list of runs trains: runs that differ only in depth and learning rate are one group, one
+batched stack (`train.group_key`); the groups that draw the same batches (`train.data_key`, e.g. one
 seed's sweeps at several ranks) train in one pass that draws each batch once (train.train_groups);
 on a GPU, so do the groups that differ in seed or spectrum alone (`train.pass_key`), as replicas.
-Shared by the sweep, which trains them, and the workload estimate, which prices them."""
+Read by the sweep, which trains them, and by the workload estimate and the plan, which price them.
+
+Beside train.py, not in it: train.py's syntax keys the run cache, and the grouping was never part
+of that key (it lived in the running layer until it was seen to be the training's own)."""
 from __future__ import annotations
 
-from ..core.config import RunConfig
-from ..core.memory import device_memory, estimate_bytes
-from ..core.replicas import replicates
-from ..core.train import pass_key
+from .config import RunConfig
+from .memory import device_memory, estimate_bytes
+from .replicas import replicates
+from .train import group_key, pass_key
+
+
+def groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
+    """Runs that differ only in depth and learning rate, in first-seen order."""
+    out: dict[tuple, list[RunConfig]] = {}
+    for c in cfgs:
+        out.setdefault(group_key(c), []).append(c)
+    return list(out.values())
 
 
 def passes(todo: list[list[RunConfig]], share: float = 0.25, memory: float | None = None) -> list[list[list[RunConfig]]]:

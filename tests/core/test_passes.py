@@ -3,8 +3,9 @@ fit in a share of memory, and stores what each group gets trained alone."""
 from conftest import tiny_config
 
 import icl.running.sweep
+from icl.core.passes import groups, passes
 from icl.running.cache import RunCache
-from icl.running.sweep import groups, passes, run_sweep
+from icl.running.sweep import run_sweep
 
 TIMING = {"wall_seconds", "steps_per_second", "models_in_pass"}
 
