@@ -431,3 +431,18 @@ def test_the_counts_in_the_architecture_page_are_the_codes():
     page = (ROOT / "docs" / "architecture.md").read_text()
     stated = page.split("<!-- counts -->\n", 1)[1].split("\n<!-- /counts -->", 1)[0]
     assert stated == counts_block(ROOT / "icl"), "docs/architecture.md's counts are stale; paste:\n\n" + counts_block(ROOT / "icl")
+
+
+def test_the_machinery_table_lists_every_running_module_once_with_its_lines():
+    """docs/architecture.md's table of running/ by part: each module in one row, each row's lines
+    the sum of its modules', and the rows adding up to the layer."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    section = page.split("## What the machinery adds", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `")]
+    listed = [m.strip("` ") for modules, _, _ in rows for m in modules.strip("| ").split(", ")]
+    modules = sorted(p.stem for p in (ROOT / "icl" / "running").glob("*.py"))
+    assert sorted(listed) == modules, "each module of running/ in exactly one row"
+    count = lambda name: len((ROOT / "icl" / "running" / f"{name}.py").read_text().splitlines())  # noqa: E731
+    for modules_cell, lines, _ in rows:
+        names = [m.strip("` ") for m in modules_cell.strip("| ").split(", ")]
+        assert int(lines.replace(",", "")) == sum(map(count, names)), f"{names}: the lines are stale"
