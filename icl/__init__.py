@@ -8,8 +8,10 @@ The package in four layers, each importing only those before it (tests/test_arch
 - `icl.claims`: the paper's claims and ours, each with the check that decides it;
 - `icl.running`: the run cache, sweeps, `icl reproduce`, plans, the command line and REPORT.md.
 
-The notebooks import only the names below, from `icl` itself (`from icl import bounds, RunConfig`).
-Each is loaded on first use, so that `import icl` stays cheap (the command line's `--help`).
+The names below are what the notebooks import from `icl` itself (`from icl import bounds, notebook
+as nb`; a notebook's claims module comes from `icl.claims`), and what a script trains with
+(`RunConfig`, `train`, `run_sweep`, `RunCache`). Each is loaded on first use, so that `import icl`
+stays cheap (the command line's `--help`).
 """
 import importlib
 

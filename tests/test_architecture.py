@@ -8,6 +8,7 @@ never through running's `Settings`. The walker is also run on a made-up package 
 each kind, so that each check is seen to fail."""
 import ast
 import io
+import re
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -365,8 +366,7 @@ def test_every_function_given_a_notebooks_parameters_runs_on_the_value_object_al
 
     from icl import claims
     from icl.analysis import grids
-    from icl.running.parameters import NOTEBOOKS, notebook_parameters
-    from icl.running.plan import settings
+    from icl.running.parameters import NOTEBOOKS, notebook_parameters, settings
 
     def params(name: str) -> grids.Parameters:
         values = settings(ROOT, name, notebook_parameters(ROOT, "ci", name, "cpu")).values
@@ -446,3 +446,17 @@ def test_the_machinery_table_lists_every_running_module_once_with_its_lines():
     for modules_cell, lines, _ in rows:
         names = [m.strip("` ") for m in modules_cell.strip("| ").split(", ")]
         assert int(lines.replace(",", "")) == sum(map(count, names)), f"{names}: the lines are stale"
+
+
+def test_the_architecture_page_names_every_module_of_each_layer():
+    """Each layer's list in docs/architecture.md names each of its modules (a subpackage as `name/`)
+    and nothing that is not one; a package's `__init__` only where it holds more than imports."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    for layer in LAYERS:
+        section = page.split(f"\n**{layer}**:", 1)[1].split("\n\n", 1)[0]
+        named = {name for line in section.splitlines() if line.startswith("- `")
+                 for name in re.findall(r"`([\w/]+)`", line.split(":", 1)[0])}
+        folder = ROOT / "icl" / layer
+        modules = {p.stem for p in folder.glob("*.py")} | {p.name + "/" for p in folder.iterdir() if (p / "__init__.py").exists()}
+        named, modules = named - {"__init__"}, modules - {"__init__"}
+        assert named == modules, f"{layer}: listed but absent {named - modules}, absent from the list {modules - named}"

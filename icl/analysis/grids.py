@@ -2,8 +2,8 @@
 lists of run configs. The notebook trains them (`Settings.run`); `icl reproduce --plan` counts
 and prices them without training. One definition serves both, so a plan is the notebook's own.
 
-Every function takes the notebook's parameters as values (`Parameters`, validated once by
-`icl.running.notebook.parameters`), never the running layer's `Settings`.
+Every run-list function (those of `RUNS`) takes the notebook's parameters as values (`Parameters`,
+validated once by `icl.running.notebook.parameters`), never the running layer's `Settings`.
 """
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def mechanism(s: Parameters, trained_with: dict) -> dict[str, list[RunConfig]]:
 
 
 def heads_and_loops(s: Parameters) -> dict[str, list[RunConfig]]:
-    """Notebook 08 (notebook 08): (a) the controlled model at every head count h and head rank k with
+    """Notebook 08: (a) the controlled model at every head count h and head rank k with
     h k <= d, depths with L h <= max_total_heads (h = 1 is notebook 03's sweep, the same configs);
     (b) the shared stream with h k = d (stream_heads heads of rank d / h) against one head of rank d
     and of rank d / h, the latter also at every depth L h (R7 matches L layers of h heads with L h

@@ -83,8 +83,8 @@ def kind(case: str) -> str:
     return next((name for pattern, name in KINDS if re.match(pattern, case)), "sweep")
 
 
-INTRO = ("Each claim of the paper in our words (C1–C10) and of our own regime map, mechanism, heads and loops "
-         "(R1–R9), with the verdict under the criterion its notebook states before the numbers are computed. A "
+INTRO = ("Each claim of the paper in our words (C1, C2, ...) and of our own regime map, mechanism, heads and loops "
+         "(R1, R2, ...), with the verdict under the criterion its notebook states before the numbers are computed. A "
          "number is given as value [95 % interval over seeds]; ✓ a check holds, ✗ it fails.\n\n")
 DECIDED_BY = ("*Decided by*: the claim's core check, the one that carries its statement (not reproduced when it "
               "fails, partly reproduced when it holds and a secondary check does not); for a claim judged at several "
@@ -93,9 +93,10 @@ DECIDED_BY = ("*Decided by*: the claim's core check, the one that carries its st
 
 
 def claim_order(c: dict) -> tuple:
-    """C1 < C2 < ... < C6a < C6b < ... < C10: by number, then by the letter after it."""
-    m = re.fullmatch(r"C(\d+)(\w*)", c["id"])
-    return (int(m.group(1)), m.group(2)) if m else (10**6, c["id"])
+    """The paper's claims first, then ours, each by number and then by the letter after it:
+    C1 < C2 < ... < C6a < C6b < ... < C10 < R1 < ... < R9 < R10; any other id after them, by name."""
+    m = re.fullmatch(r"([CR])(\d+)(\w*)", c["id"])
+    return ("CR".index(m.group(1)), int(m.group(2)), m.group(3)) if m else (2, 0, c["id"])
 
 
 STATUSES = ("reproduced", "partly reproduced", "not reproduced", "inconclusive")

@@ -22,14 +22,14 @@ def groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
     return list(out.values())
 
 
-def passes(todo: list[list[RunConfig]], share: float = 0.25, memory: float | None = None) -> list[list[list[RunConfig]]]:
+def passes(todo: list[list[RunConfig]], share: float = 0.25) -> list[list[list[RunConfig]]]:
     """The groups of `todo` as training passes: groups that draw the same batches (`data_key`,
     e.g. one seed's sweeps at several ranks; on a GPU also other seeds and spectra, `pass_key`)
     share a pass, as many as fit together in `share` of the device's memory (a pass holds every
-    stack it trains at once; `memory`: its bytes, by default this machine's); first-seen order."""
+    stack it trains at once); first-seen order."""
     out: dict[tuple, list[list[list[RunConfig]]]] = {}
     for group in todo:
-        limit = share * (memory or device_memory(group[0].device)[0])
+        limit = share * device_memory(group[0].device)[0]
         sets = out.setdefault(pass_key(group[0], replicates(group[0].device)), [[]])
         need = lambda gs: sum(estimate_bytes(g[0], [c.depth for c in g]) for g in gs)
         if sets[-1] and need(sets[-1] + [group]) > limit:

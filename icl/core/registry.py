@@ -1,7 +1,8 @@
 """The models, one entry each: the names `RunConfig.model` accepts, the classes that implement a
 name, and what the rest of the package needs to know of it (its C kernel, the options it takes,
-the floats a step of it holds, the numbers its stored result holds). Nothing outside this module
-branches on a model's name (tests/core/test_registry.py). Adding a model is its class in
+the floats a step of it holds, the numbers its stored result holds). Nothing else in core or
+running branches on a model's name (tests/core/test_registry.py); the notebooks' grids choose
+models by name, as a parameter file does. Adding a model is its class in
 `icl.core.models`, its plain algebra in `icl.core.reference` and its entry here
 (docs/architecture.md, "Adding a model").
 

@@ -1,7 +1,7 @@
 """What a reproduction runs: its notebooks and profiles, where a profile's outputs go, and each
 notebook's parameters (the defaults of its `parameters` cell, the profile's file
 params/<profile>/<name>.yaml, and overrides from the command line), checked before any kernel
-starts. A leaf of the running machinery: plan, staging, report and reproduce all read it.
+starts. Plan, staging, report and reproduce all read it.
 """
 from __future__ import annotations
 
@@ -71,16 +71,22 @@ def notebook_parameters(root: Path, profile: str, name: str, device: str | None,
     return params
 
 
-def check_parameters(root: Path, name: str, params: dict) -> None:
-    """Run the notebook's own parameter checks (icl.running.notebook.parameters) here, before any kernel
-    starts: a bad value is a ConfigError naming the notebook, the key and what is allowed."""
-    from . import notebook as nb  # heavy: loads pandas and scipy; parameters alone loads neither
+def settings(root: Path, name: str, params: dict):
+    """The notebook's validated Settings from `params`, as its parameters cell makes them (its own
+    checks, icl.running.notebook.parameters), with no output folder made."""
+    from . import notebook as nb  # heavy: loads torch and pandas; parameters alone loads neither
 
-    defaults = declared_parameters(root, name)
-    if any(v is NOT_LITERAL for v in defaults.values()):
+    declared = declared_parameters(root, name)
+    nb.end_of_parameters(declared)
+    return nb.parameters({**declared, **params}, make_outputs=False)
+
+
+def check_parameters(root: Path, name: str, params: dict) -> None:
+    """Run the notebook's own parameter checks here, before any kernel starts: a bad value is a
+    ConfigError naming the notebook, the key and what is allowed."""
+    if any(v is NOT_LITERAL for v in declared_parameters(root, name).values()):
         return  # the notebook checks them itself when it runs
     try:
-        nb.end_of_parameters(defaults)
-        nb.parameters({**defaults, **params}, make_outputs=False)
+        settings(root, name, params)
     except ConfigError as err:
         raise ConfigError(f"{name}: {err}") from None

@@ -2,7 +2,7 @@
 small budget, before hours of device time are spent on it.
 
 - **plan**, without training: per notebook, the runs it trains (`icl.analysis.grids`, the notebooks' own
-  run lists), their groups (one batched pass each), training steps, the memory
+  run lists), their groups (one batched stack each), training steps, the memory
   estimate of the largest group (`icl.core.memory`) against the device's memory, and an estimated time
   from real training steps of the largest group of each model, timed on the spot
   (`icl.running.workload`). A plan whose largest group cannot fit is refused.
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..core.config import ConfigError, RunConfig
-from .workload import DAY, duration, estimate
+from .workload import check_day, duration, estimate
 
 # What a smoke run changes, where a notebook declares the parameter: two training steps and evaluation
 # sets small enough to take seconds; every shape stays the profile's.
@@ -30,22 +30,11 @@ def smoke_overrides(profile: str, name: str) -> dict:
     return {**SMOKE, "output_dir": f"{root}/{name}", "results_root": root, "cache_dir": None}
 
 
-def settings(root: Path, name: str, params: dict):
-    """A notebook's validated Settings from its parameters (`reproduce.notebook_parameters`), as its
-    parameters cell would make them (no output folder is made)."""
-    from . import notebook as nb  # heavy: loads torch and pandas; a plan alone loads none
-    from .parameters import declared_parameters
-
-    declared = declared_parameters(root, name)
-    nb.end_of_parameters(declared)
-    return nb.parameters({**declared, **params}, make_outputs=False)
-
-
 def notebook_runs(root: Path, profile: str, name: str, params: dict) -> list[RunConfig]:
     """Every config a notebook trains with `params` (none for one that trains nothing)."""
     # heavy: parameters loads torch and yaml; a plan alone loads none
     from ..analysis import grids
-    from .parameters import notebook_parameters
+    from .parameters import notebook_parameters, settings
 
     if name not in grids.RUNS:
         return []
@@ -55,13 +44,14 @@ def notebook_runs(root: Path, profile: str, name: str, params: dict) -> list[Run
 
 
 def remaining(root: Path, runs: list[RunConfig], params: dict) -> list[list[RunConfig]]:
-    """The groups of `runs` a notebook will train: those with a run missing from its run cache."""
+    """The groups of `runs` a notebook will train: by the sweep's rule (`sweep.to_train`), from
+    what its run cache holds."""
     # heavy: sweep loads torch and yaml; a plan alone loads none
-    from ..core.passes import groups
     from .cache import RunCache
+    from .sweep import to_train
 
     cache = RunCache(root / params["cache_dir"]) if params.get("cache_dir") else None
-    return [g for g in groups(runs) if cache is None or any(cache.load(c) is None for c in g)]
+    return to_train({c: cache.load(c) if cache else None for c in dict.fromkeys(runs)})
 
 
 def check_work(root: Path, profile: str, names: list[str], params: dict[str, dict], yes: bool) -> dict[str, float]:
@@ -70,11 +60,9 @@ def check_work(root: Path, profile: str, names: list[str], params: dict[str, dic
     bound, workload.DAY in all, unless `yes`."""
     todo = {n: remaining(root, notebook_runs(root, profile, n, params[n]), params[n]) for n in names}
     cost = {n: estimate(left)["seconds"] if left else 0.0 for n, left in todo.items()}
-    if sum(cost.values()) > DAY and not yes:
-        worst = max(cost, key=cost.get)
-        raise ConfigError(f"work: about {duration(sum(cost.values()))} of training on this machine ({worst}: "
-                          f"{duration(cost[worst])}), more than a day; pass --yes to run it anyway, or lower steps, "
-                          "seeds or depths (--plan shows each notebook's share)")
+    worst = max(cost, key=cost.get, default="")
+    check_day(sum(cost.values()), yes, "the training left on this machine", f"lower steps, seeds or depths "
+              f"({worst} alone: {duration(cost.get(worst, 0))}; --plan shows each notebook's share)")
     return cost
 
 

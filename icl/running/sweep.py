@@ -1,7 +1,7 @@
-"""Sweeps: a parameter file expands into independent runs (models x spectra x depths x seeds x
-learning rates); runs that can share a batched pass are grouped; every finished group is written
-to the run cache at once, so a killed sweep resumes where it stopped. A run that diverges is
-recorded as such and its group's other runs are kept (train.train_finite)."""
+"""Sweeps: the runs of a parameter file (expanded by `core.expansion`) or of a notebook, trained
+through the run cache in batched passes (`core.passes`); every finished group is written to the
+cache at once, so a killed sweep resumes where it stopped. A run that diverges is recorded as such
+and its group's other runs are kept (train.train_finite)."""
 from __future__ import annotations
 
 import sys
@@ -108,6 +108,16 @@ def train_pass(together: list[list[RunConfig]], progress: bool) -> list[list[dic
     return train_finite_together(together, progress=progress)
 
 
+def to_train(results: dict[RunConfig, dict | None]) -> list[list[RunConfig]]:
+    """The groups that train, given each run's cached result (None: missing): the sweep's rule, and
+    the plan's. A group with any run missing trains whole: a kill between two stores of one group
+    leaves it half cached, and its missing runs trained alone would differ in float rounding from
+    the batched pass of an uninterrupted sweep. Runs already cached keep their entry. Runs recorded
+    as diverged stay out of the pass, as they were out of the pass that finished the others."""
+    return [[c for c in g if not is_diverged(results[c])] for g in groups(list(results))
+            if any(results[c] is None for c in g)]
+
+
 def check_before_training(todo: list[list[RunConfig]], cache: RunCache, folders, memory: bool = True) -> None:
     """ConfigError if a group cannot fit in this machine's memory or the cache (the shard `folders`
     included) cannot take its results."""
@@ -119,18 +129,14 @@ def check_before_training(todo: list[list[RunConfig]], cache: RunCache, folders,
 def run_sweep(cfgs: list[RunConfig], cache: RunCache | None = None, progress: bool = True,
               runner: Callable[[list[list[RunConfig]]], list[list[dict]]] | None = None,
               confirm: Callable[[list[list[RunConfig]]], None] | None = None) -> list[dict]:
-    """Results in the order of cfgs. Cached runs are read; the others train group by group
-    (or through `runner`, e.g. a cluster executor, which gets all the missing groups at once).
+    """Results in the order of cfgs. Cached runs are read; the others train pass by pass
+    (`core.passes`), or through `runner` (e.g. a cluster executor, which gets all the missing groups
+    at once, a job each).
     `confirm` sees the groups to train before any does, and may refuse them (a ConfigError)."""
     cache = cache or RunCache()
     where = {c: cache.path(c) for c in dict.fromkeys(cfgs)}  # each key computed once
     results = {c: cache.load(c, path) for c, path in where.items()}
-    # A group with any run missing trains whole: a kill between two stores of one group leaves it
-    # half cached, and its missing runs trained alone would differ in float rounding from the
-    # batched pass of an uninterrupted sweep. Runs already cached keep their entry. Runs recorded
-    # as diverged stay out of the pass, as they were out of the pass that finished the others.
-    todo = [[c for c in g if not is_diverged(results[c])] for g in groups(list(results))
-            if any(results[c] is None for c in g)]
+    todo = to_train(results)
     if todo:  # refused before anything trains, so that no training is lost
         folders = {where[c].parent for g in todo for c in g if results[c] is None}
         check_before_training(todo, cache, folders, memory=runner is None)  # a cluster's nodes have their own memory

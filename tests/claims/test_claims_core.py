@@ -207,3 +207,11 @@ def test_a_record_carries_the_module_s_statement_criterion_and_core():
     by_rank = generalised.record_by_regime(s, "C7", {"key_dim 4": checks}, {"key_dim 4": {}}, "fig.png")
     assert "R_deepest / R_4 < 1" in by_rank["criterion"] and "{" not in by_rank["criterion"]  # reference_depth 4
     assert [c["id"] for c in s.claims] == ["R1", "C7"]
+
+
+def test_claims_are_ordered_by_number_the_paper_s_first():
+    """R10 after R9 (not between R1 and R2, as a sort by name would put it), and C10 after C9."""
+    from icl.claims import claim_order
+
+    ids = ["R10", "C10", "R9", "C6b", "X", "C2", "C6a", "R1"]
+    assert sorted(ids, key=lambda i: claim_order({"id": i})) == ["C2", "C6a", "C6b", "C10", "R1", "R9", "R10", "X"]

@@ -39,7 +39,7 @@ def test_reproduce_refuses_more_than_a_day_of_training_before_a_notebook_starts(
     with pytest.raises(ConfigError) as err:
         rep.run_all(ROOT, "ci", ["03_difficult"], "cpu", 1, {"steps": 10**12}, log=lambda line: None)
     text = str(err.value)
-    assert text.startswith("work: about ") and "days" in text and "--yes" in text and "\n" not in text, text
+    assert text.startswith("work: the training left") and "days" in text and "--yes" in text and "\n" not in text, text
 
 
 def test_with_yes_the_estimate_is_returned_not_refused():
