@@ -1,11 +1,8 @@
 """One claim in REPORT.md, rendered from its record (results.json, `icl.claims.claim`): its row in the
 table that opens the report (status, the check that decided it with the numbers that check reads, the
 figure) and its section (report.md.tmpl's `claim`: the numbers it was judged on, its checks, each marked).
-
-A record keeps its numbers and its named checks side by side in `measured`. A check is True (holds),
-False (fails) or None (inconclusive), or a list of these, one per cell; a number is an estimate
-{"value", "ci95", "n_seeds"}, a plain number, a dict of them by spectrum or cell ("number-first"), or one
-sweep's numbers by name ("case-first"). Which numbers a check reads is not in the record: `icl.claims.READS`.
+What a record says (its checks, numbers, ranks, the deciding check) is read by `icl.claims.records`;
+this module only words and lays it out.
 """
 from __future__ import annotations
 
@@ -13,29 +10,12 @@ import math
 import os
 from pathlib import Path
 
-from ..claims import CASE, READS, kind, label, status_text
+from ..claims import READS, kind, status_text
+from ..claims.records import deciding, is_estimate, leaves, outcome, parts, read, split, sweep_check, value_of
 from .markdown import cell, escape, fill, table
 
 MARKS = {True: "✓", False: "✗", None: "inconclusive:"}
 SHORT = {"partly reproduced": "partly", "not reproduced": "not"}  # a rank's status beside the claim's
-
-
-def is_estimate(v) -> bool:
-    return isinstance(v, dict) and {"value", "ci95", "n_seeds"} <= set(v)
-
-
-def _value(v) -> float:
-    x = v["value"] if is_estimate(v) else v
-    return math.nan if x is None else float(x)
-
-
-def _leaves(v) -> list:
-    """The single numbers in a recorded value (an estimate, a list or dict of them)."""
-    if isinstance(v, list):
-        return [x for item in v for x in _leaves(item)]
-    if isinstance(v, dict) and not is_estimate(v):
-        return [x for item in v.values() for x in _leaves(item)]
-    return [v] if is_estimate(v) or (isinstance(v, (int, float)) and not isinstance(v, bool)) else []
 
 
 def number(v) -> str:
@@ -52,75 +32,25 @@ def number(v) -> str:
     if isinstance(v, list):
         return ("; " if any(is_estimate(x) for x in v) else ", ").join(number(x) for x in v)
     if isinstance(v, dict):
-        items = sorted(((k, x) for k, x in v.items() if _leaves(x) and math.isfinite(_value(x))), key=lambda kx: _value(kx[1]))
+        items = sorted(((k, x) for k, x in v.items() if leaves(x) and math.isfinite(value_of(x))), key=lambda kx: value_of(kx[1]))
         return f"{number(items[0][1])} ({items[0][0]}) to {number(items[-1][1])} ({items[-1][0]})" if items else "n/a"
     return str(v)
 
 
 def seeds(values) -> str:
-    return ", ".join(map(str, sorted({x["n_seeds"] for v in values for x in _leaves(v) if is_estimate(x)})))
-
-
-# ---------------------------------------------------------------- reading a record
-
-
-def split(measured: dict) -> tuple[dict, list]:
-    """(checks {name: outcome}, numbers [(case label or None, number name, value)]) of a record;
-    convergence is a flag shown beside the numbers, not a check."""
-    checks, numbers = {}, []
-    for key, v in measured.items():
-        flags = v is None or isinstance(v, bool) or (isinstance(v, list) and v and all(x is None or isinstance(x, bool) for x in v))
-        if flags and "converged" not in key:
-            checks[key] = v
-        elif isinstance(v, dict) and not is_estimate(v):
-            if all(CASE.match(k) for k in v):  # {spectrum or cell: value}
-                numbers += [(label(c), key, x) for c, x in v.items()]
-            else:  # one sweep's numbers by name
-                numbers += [(label(key), name, x) for name, x in v.items()]
-        else:
-            case, _, name = key.rpartition(": ")  # "key_dim 4: random / tiled"
-            if name == "spectrum" and isinstance(v, list) and len(v) == 2:
-                v = f"(a, b) = ({v[0]:g}, {v[1]:g})"
-            numbers.append((label(case) if case else None, name, v))
-    return checks, numbers
-
-
-def parts(record: dict) -> list[tuple[str | None, dict]]:
-    """(rank label or None, the record judged there): one per rank, or the record itself."""
-    return [(label(k), r) for k, r in record["regimes"].items()] if record.get("regimes") else [(None, record)]
-
-
-def outcome(v) -> bool | None:
-    """A check's outcome; a per-cell check fails if one cell fails, holds if all hold."""
-    return (False if False in v else None if None in v else True) if isinstance(v, list) else v
-
-
-def sweep_check(name: str) -> tuple[str | None, str]:
-    """(sweep label, check) of a check made per sweep, "shared_stream, top-2, (0, 0): falls";
-    (None, name) for any other check (a name in READS may hold ': ' itself)."""
-    if name in READS or ": " not in name:
-        return None, name
-    sweep, _, check = name.rpartition(": ")
-    return label(sweep), check
+    return ", ".join(map(str, sorted({x["n_seeds"] for v in values for x in leaves(v) if is_estimate(x)})))
 
 
 def reads(check: str, numbers: list) -> str:
-    """The numbers `check` reads, in words ('' where READS does not know the check); a sweep's
-    check reads that sweep's numbers only."""
-    case, check = sweep_check(check)
+    """The numbers `check` reads, in words ('' where READS does not know the check)."""
     out = []
-    for spec in READS.get(check, ()):
-        within, _, name = spec.rpartition(" > ")
-        found = [v for c, n, v in numbers if n == name and (case is None or c == case)
-                 and (not within or c == within or (c or "").startswith(within + " "))]
-        leaves = [x for v in found for x in _leaves(v)]
-        values = sorted((x for x in leaves if math.isfinite(_value(x))), key=_value)  # a fit that gave none is null
-        unread = sum(isinstance(v, str) and v.startswith("not identified") for v in found)
+    for name, found, unread in read(check, numbers):
+        values = sorted((x for x in found if math.isfinite(value_of(x))), key=value_of)  # a fit that gave none is null
         unread = [f"not identified in {unread}"] if unread else []
-        if len(leaves) == 1:
-            out.append("; ".join([f"{name} {number(leaves[0])}"] + unread))
+        if len(found) == 1:
+            out.append("; ".join([f"{name} {number(found[0])}"] + unread))
         elif values:
-            missing = [f"{len(leaves) - len(values)} without one"] if len(values) < len(leaves) else []
+            missing = [f"{len(found) - len(values)} without one"] if len(values) < len(found) else []
             counts = ", ".join([f"{len(values)} values"] + missing + unread)
             out.append(f"{name} {number(values[0])} to {number(values[-1])} ({counts})")
         elif unread:
@@ -136,18 +66,6 @@ def check_text(name: str, v, numbers: list | None = None) -> str:
         text += f" ({sum(x is True for x in v)} of {len(v)} cells hold)"
     detail = reads(name, numbers) if numbers is not None else ""
     return text + (f": {detail}" if detail else "")
-
-
-def deciding(record: dict) -> tuple[str | None, str, object, list]:
-    """(rank, check name, its value, the numbers judged there) of the check that decided `record`:
-    its core check where the record names one (`core`), else the first that fails, else the first
-    inconclusive one, else the first; for a claim judged per rank, in the first rank not reproduced."""
-    ranked = parts(record)
-    rank, part = next(((k, r) for k, r in ranked if r["status"] != "reproduced"), ranked[0])
-    checks, numbers = split(part["measured"])
-    core = part.get("core", record.get("core"))
-    name = min(checks, key=lambda n: (n != core, [False, None, True].index(outcome(checks[n]))), default=None)
-    return rank, name, checks.get(name), numbers
 
 
 # ---------------------------------------------------------------- what the report shows

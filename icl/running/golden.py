@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import sys
 
-from ..core.config import ConfigError
 from .files import write_atomic
-from .parameters import profile_root
+from .parameters import chosen, profile_root
 from .paths import repo_root
-from .reproduce import NOTEBOOKS, run_all
+from .reproduce import run_all
 
 
 def add_arguments(p) -> None:
@@ -21,14 +20,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-
-    names = args.only or NOTEBOOKS
-    bad = [n for n in names if n not in NOTEBOOKS]
-    if bad:
-        raise ConfigError(f"only: unknown notebook {bad[0]!r}; allowed: {', '.join(NOTEBOOKS)}")
     root = repo_root()
     say = lambda line: print(line, file=sys.stderr, flush=True)
-    results = run_all(root, "ci", [n for n in NOTEBOOKS if n in names], None, log=say)
+    results = run_all(root, "ci", chosen(args.only), None, log=say)
     for name, r in results.items():
         if r["status"] == "ok":
             golden = root / "tests" / "golden" / f"{name}.ipynb"

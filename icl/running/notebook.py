@@ -25,7 +25,7 @@ from ..claims import round_numbers
 from ..core.config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, check_threads, coerce, excerpt, within
 from ..core.suggest import did_you_mean
 from ..core.train import is_diverged
-from . import files, paths, processes
+from . import files, markdown, paths, processes
 from .cache import MemoryCache, RunCache
 from .paths import repo_root
 from .sweep import diverged, run_sweep
@@ -233,11 +233,10 @@ def save_figure(s: Settings, fig, name: str, caption: str) -> str:
 
 
 def markdown_table(df: pd.DataFrame, digits: int = 3) -> str:
+    """The frame as a GitHub table (`markdown.table`, the report's), numbers to `digits` significant digits."""
     fmt = lambda v: (f"{v:.{digits}g}" if isinstance(v, (float, np.floating)) and math.isfinite(v) else
                      ("" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)))
-    rows = [[fmt(v) for v in r] for r in df.itertuples(index=False)]
-    head = "| " + " | ".join(map(str, df.columns)) + " |\n|" + "---|" * len(df.columns) + "\n"
-    return head + "".join("| " + " | ".join(r) + " |\n" for r in rows)
+    return markdown.table(list(map(str, df.columns)), [[fmt(v) for v in r] for r in df.itertuples(index=False)])
 
 
 def save_table(s: Settings, df: pd.DataFrame, name: str) -> str:

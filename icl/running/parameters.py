@@ -9,7 +9,7 @@ import ast
 import json
 from pathlib import Path
 
-from ..core.config import ConfigError
+from ..core.config import ConfigError, excerpt
 from .sweep import read_yaml
 
 # The notebooks a reproduction runs, in the order a serial run takes them (their numbers): every
@@ -22,6 +22,16 @@ NEEDS = {"05_fitting_appendix": ("01_easy_linear", "03_difficult", "04_generaliz
          "07_mechanism": ("03_difficult", "06_regimes"),
          "08_heads_and_loops": ("03_difficult", "04_generalized")}  # shares their runs through the cache
 PROFILES = ("ci", "quick", "paper")
+
+
+def chosen(only: list[str] | None) -> list[str]:
+    """The notebooks `--only` names (all of them without it), in the order they run; ConfigError
+    naming one that is not a notebook."""
+    names = only or NOTEBOOKS
+    bad = [n for n in names if n not in NOTEBOOKS]
+    if bad:
+        raise ConfigError(f"only: unknown notebook {excerpt(bad[0])}; allowed: {', '.join(NOTEBOOKS)}")
+    return [n for n in NOTEBOOKS if n in names]
 
 
 def profile_root(profile: str) -> str:

@@ -26,7 +26,7 @@ from ..core.suggest import did_you_mean
 from ..core.train import resolve_device
 from . import paths, plan, processes
 from .files import DISK_FULL, NotAnEntry, disk_full, read_regular
-from .parameters import NEEDS, NOTEBOOKS, PROFILES, check_parameters, declared_parameters, notebook_parameters, profile_root
+from .parameters import NEEDS, NOTEBOOKS, PROFILES, check_parameters, chosen, declared_parameters, notebook_parameters, profile_root
 from .paths import repo_root
 from .plan import SMOKE
 from .processes import cores
@@ -286,11 +286,7 @@ def run(args) -> int:
         raise ConfigError(f"device: unknown value {excerpt(args.device)}; allowed: {', '.join(DEVICES)}")
     if args.jobs < 1:
         raise ConfigError(f"jobs: {args.jobs} is not allowed; it must be an integer >= 1")
-    names = args.only or NOTEBOOKS
-    bad = [n for n in names if n not in NOTEBOOKS]
-    if bad:
-        raise ConfigError(f"only: unknown notebook {excerpt(bad[0])}; allowed: {', '.join(NOTEBOOKS)}")
-    names = [n for n in NOTEBOOKS if n in names]  # the order notebooks (and their needs) run in
+    names = chosen(args.only)
     if not (args.plan and args.device == "cuda"):  # a GPU's plan is worked out on paper, GPU or none
         check_device({"device": args.device})  # first: a missing GPU is the most common stop
     overrides = {}

@@ -1,27 +1,6 @@
-"""icl.running.claim_report: which check a claim's row names as the one that decided it, and one label style."""
-from icl.running.claim_report import check_text, deciding, label
-
-
-def _record(checks: dict, status="partly reproduced", **more):
-    return {"id": "C4", "status": status, "measured": {"alpha": {"(a, b) = (0, 0)": 0.7}, **checks}, **more}
-
-
-def test_the_core_check_decides_where_the_record_names_one():
-    record = _record({"falls": False, "alpha near 1": True}, core="alpha near 1")
-    assert deciding(record)[1:3] == ("alpha near 1", True)
-
-
-def test_without_a_core_the_first_failing_then_inconclusive_then_first_check_decides():
-    assert deciding(_record({"falls": True, "alpha near 1": None, "floor": False}))[1] == "floor"
-    assert deciding(_record({"falls": True, "alpha near 1": None}))[1] == "alpha near 1"
-    assert deciding(_record({"falls": True, "alpha near 1": True}, status="reproduced"))[1] == "falls"
-
-
-def test_a_claim_judged_per_rank_is_decided_in_its_first_rank_not_reproduced():
-    ranks = {"key_dim 4": {"status": "reproduced", "measured": {"falls": True}},
-             "key_dim 8": {"status": "not reproduced", "measured": {"falls": False}}}
-    rank, name, value, _ = deciding({"id": "C4", "status": "partly reproduced", "measured": {}, "regimes": ranks})
-    assert (rank, name, value) == ("k=8", "falls", False)
+"""icl.running.claim_report: a check in words, with the numbers it reads, and one label style."""
+from icl.claims import label
+from icl.running.claim_report import check_text
 
 
 def test_a_check_is_shown_in_words_with_the_numbers_it_reads():
