@@ -3,15 +3,47 @@ lists of run configs. The notebook trains them (`Settings.run`); `icl reproduce 
 and prices them without training. One definition serves both, so a plan is the notebook's own.
 
 Every run-list function (those of `RUNS`) takes the notebook's parameters as values (`Parameters`,
-validated once by `icl.running.notebook.parameters`), never the running layer's `Settings`.
+checked once by `Parameters.checked` when the notebook's parameters cell has run), never the running
+layer's `Settings`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core.config import RunConfig, field_names
+from ..core.config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, coerce, excerpt, field_names, within
 from ..core.expansion import grid
 from ..core.registry import having
+
+EXPONENTS = ("input_exponent", "task_exponent")
+
+
+def exponent(key: str, value) -> float:
+    """A custom spectrum's exponent from papermill or `reproduce -p`, as RunConfig would take it."""
+    x = coerce(key, 0.0 if value is None else value)  # ConfigError: "input_exponent: 'abc' is not a number"
+    within(key, x, *EXPONENT_RANGE)
+    return x
+
+
+def check_axis(key: str, v) -> None:
+    """ConfigError where a list of runs' values (`*depths`, `*key_dims`, `*dims`, `*context_lengths`,
+    `seeds`, `*spectra`) cannot be one: not a non-empty list of integers >= 1 (seeds: in RunConfig's
+    range), or not [input_exponent, task_exponent] pairs in RunConfig's range."""
+    if key.endswith(("depths", "key_dims", "dims", "context_lengths")) or key == "seeds":
+        if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            raise ConfigError(f"{key}: {excerpt(v)} is not allowed; it must be a non-empty list of integers")
+        if key != "seeds" and min(v) < 1:
+            what = "depth" if key.endswith("depths") else "entry"
+            raise ConfigError(f"{key}: {excerpt(v)} is not allowed; every {what} must be >= 1")
+        if key == "seeds" and not all(SEED_RANGE[0] <= x <= SEED_RANGE[1] for x in v):
+            raise ConfigError(f"{key}: {excerpt(v)} is not allowed; every seed must be in [0, 2**32 - 1]")
+    if key.endswith("spectra"):
+        ok = isinstance(v, list) and all(isinstance(s, (list, tuple)) and len(s) == 2 and
+                                         all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in s) for s in v)
+        if not ok:
+            raise ConfigError(f"{key}: {excerpt(v)} is not allowed; it must be a list of [input_exponent, task_exponent] pairs")
+        for pair in v:
+            for name, x in zip(EXPONENTS, pair):
+                within(f"{key}: {name}", x, *EXPONENT_RANGE)
 
 
 @dataclass(frozen=True)
@@ -22,6 +54,31 @@ class Parameters:
 
     values: dict
     claims: list = field(default_factory=list)
+
+    @classmethod
+    def checked(cls, values: dict) -> Parameters:
+        """A notebook's values (each of its parameter's type) as Parameters, once its lists of runs
+        are checked: a custom spectrum given on the papermill command line replaces every spectrum
+        the notebook trains on (its lists of spectra and the one whose modes it tracks), so that no
+        section trains on a default one beside it (half of one is refused); every axis of depths,
+        seeds, ranks and spectra is a ConfigError naming the key where it cannot be a run's."""
+        values = dict(values)
+        given = [k for k in EXPONENTS if values.get(k) is not None]
+        if given:
+            custom = [exponent(k, values[k]) for k in given]  # a bad value is named first
+            if len(given) == 1:
+                missing = next(k for k in EXPONENTS if k not in given)
+                raise ConfigError(f"{missing}: not given; a custom spectrum needs both input_exponent and task_exponent "
+                                  f"(got {given[0]} {excerpt(values[given[0]])} alone)")
+            for key in values:
+                if key.endswith("spectra"):
+                    values[key] = [list(custom)]
+            if "mode_spectrum" in values:
+                values["mode_spectrum"] = list(custom)
+        values.pop("input_exponent", None), values.pop("task_exponent", None)
+        for key, v in values.items():
+            check_axis(key, v)
+        return cls(values)
 
     def __getitem__(self, key):
         return self.values[key]

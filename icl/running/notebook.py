@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..analysis.grids import Parameters, config_from
 from ..claims import round_numbers
-from ..core.config import EXPONENT_RANGE, SEED_RANGE, ConfigError, RunConfig, check_threads, coerce, excerpt, within
+from ..core.config import ConfigError, RunConfig, check_threads, excerpt
 from ..core.suggest import did_you_mean
 from ..core.train import is_diverged
 from . import files, markdown, paths, processes
@@ -31,7 +31,6 @@ from .paths import repo_root
 from .sweep import diverged, run_sweep
 
 _DECLARED: dict[str, object] = {}
-EXPONENTS = ("input_exponent", "task_exponent")
 PARAMETER_TYPES = (bool, int, float, str, list, tuple, dict, type(None))
 
 
@@ -131,24 +130,8 @@ def parameters(ns: dict, make_outputs: bool = True) -> Settings:
     if unknown:
         raise ConfigError(f"unknown parameter {excerpt(unknown[0])}; this notebook's parameters are: {', '.join(sorted(_DECLARED))}"
                           + did_you_mean(unknown[0], _DECLARED))
-    values = {k: _check_type(k, current[k], d) for k, d in _DECLARED.items()}
-    # A custom spectrum given on the papermill command line replaces every spectrum the notebook
-    # trains on (its lists of spectra and the one whose modes it tracks), so that no section trains
-    # on a default one beside it; half of one is refused.
-    given = [k for k in EXPONENTS if values.get(k) is not None]
-    if given:
-        custom = [_exponent(k, values[k]) for k in given]  # a bad value is named first
-        if len(given) == 1:
-            missing = next(k for k in EXPONENTS if k not in given)
-            raise ConfigError(f"{missing}: not given; a custom spectrum needs both input_exponent and task_exponent "
-                              f"(got {given[0]} {excerpt(values[given[0]])} alone)")
-        for key in values:
-            if key.endswith("spectra"):
-                values[key] = [list(custom)]
-        if "mode_spectrum" in values:
-            values["mode_spectrum"] = list(custom)
-    values.pop("input_exponent", None), values.pop("task_exponent", None)
-    _validate_axes(values)
+    params = Parameters.checked({k: _check_type(k, current[k], d) for k, d in _DECLARED.items()})
+    values = params.values
     if values.get("threads") is not None:
         check_threads(values["threads"])
     if values.get("threads"):
@@ -161,38 +144,11 @@ def parameters(ns: dict, make_outputs: bool = True) -> Settings:
     name = Path(_DECLARED["output_dir"]).name
     out = paths.check_output_dir(root, values["output_dir"], notebook=name)  # before anything is written
     cache = RunCache(root / values["cache_dir"]) if values.get("cache_dir") else None
-    settings = Settings(Parameters(values), root, out, cache)  # the values, checked: analysis and claims read only these
+    settings = Settings(params, root, out, cache)  # the values, checked: analysis and claims read only these
     settings.config()  # every run setting is checked here, before anything trains
     if make_outputs:
         paths.make_own(out, name, values.get("profile", ""))
     return settings
-
-
-def _validate_axes(values: dict) -> None:
-    for key, v in values.items():
-        if key.endswith(("depths", "key_dims", "dims", "context_lengths")) or key == "seeds":
-            if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-                raise ConfigError(f"{key}: {excerpt(v)} is not allowed; it must be a non-empty list of integers")
-            if key != "seeds" and min(v) < 1:
-                what = "depth" if key.endswith("depths") else "entry"
-                raise ConfigError(f"{key}: {excerpt(v)} is not allowed; every {what} must be >= 1")
-            if key == "seeds" and not all(SEED_RANGE[0] <= x <= SEED_RANGE[1] for x in v):
-                raise ConfigError(f"{key}: {excerpt(v)} is not allowed; every seed must be in [0, 2**32 - 1]")
-        if key.endswith("spectra"):
-            ok = isinstance(v, list) and all(isinstance(s, (list, tuple)) and len(s) == 2 and
-                                             all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in s) for s in v)
-            if not ok:
-                raise ConfigError(f"{key}: {excerpt(v)} is not allowed; it must be a list of [input_exponent, task_exponent] pairs")
-            for pair in v:
-                for name, x in zip(EXPONENTS, pair):
-                    within(f"{key}: {name}", x, *EXPONENT_RANGE)
-
-
-def _exponent(key: str, value) -> float:
-    """A custom spectrum's exponent from papermill or `reproduce -p`, as RunConfig would take it."""
-    x = coerce(key, 0.0 if value is None else value)  # ConfigError: "input_exponent: 'abc' is not a number"
-    within(key, x, *EXPONENT_RANGE)
-    return x
 
 
 def _config_errors_in_one_line() -> None:

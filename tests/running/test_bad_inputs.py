@@ -218,7 +218,7 @@ def test_the_key_of_an_ordinary_config_is_what_it_was():
 
 @pytest.mark.slow  # more than a second
 def test_error_messages_show_an_excerpt_of_a_long_value(tmp_path):
-    from icl.running import notebook as nb
+    from icl.analysis.grids import check_axis
 
     long = "x" * 100_000
     with pytest.raises(ConfigError) as err:
@@ -229,7 +229,7 @@ def test_error_messages_show_an_excerpt_of_a_long_value(tmp_path):
         expand(read_yaml(params))
     assert len(str(err.value)) < 400 and "10,000 items" in str(err.value)
     with pytest.raises(ConfigError) as err:
-        nb._validate_axes({"depths": [0] * 50_000})
+        check_axis("depths", [0] * 50_000)
     assert len(str(err.value)) < 300 and "50,000 items" in str(err.value)
     with pytest.raises(ConfigError) as err:
         coerce("model", 10**5000)  # repr refuses an int of more than 4300 digits
