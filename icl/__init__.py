@@ -37,6 +37,7 @@ PUBLIC = {
     "estimates": "icl.analysis.estimates",
     "exponents": "icl.analysis.exponents",
     "tables": "icl.analysis.tables",
+    "runs_of": ("icl.analysis.tables", "runs_of"),
     "regimes": "icl.analysis.regimes",
     "heads_loops": "icl.analysis.heads_loops",
     "grids": "icl.analysis.grids",
@@ -48,7 +49,6 @@ PUBLIC = {
     "show_claims": ("icl.claims", "show_claims"),
     # a notebook's parameters, runs and outputs
     "notebook": "icl.running.notebook",
-    "runs_of": ("icl.running.sweep", "runs_of"),
     "run_sweep": ("icl.running.sweep", "run_sweep"),
     "RunCache": ("icl.running.cache", "RunCache"),
 }

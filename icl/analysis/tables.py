@@ -173,12 +173,6 @@ def deep_half_slope(terms: pd.DataFrame) -> float:
         return math.nan
 
 
-def min_depth_sensitivity(df: pd.DataFrame, by: list[str], min_depths=(1, 2, 4)) -> pd.DataFrame:
-    """How the fitted exponent moves when the shallowest depths are left out of the fit."""
-    parts = [fit_table(df, by, min_depth=m).assign(min_depth=m) for m in min_depths]
-    return pd.concat(parts, ignore_index=True)[[*by, "min_depth", "alpha", "alpha_se", "L0", "depths"]]
-
-
 def reference_exponent(curve, depths) -> float:
     """The depth exponent of a reference curve (pure power law); NaN where fewer than three of its
     losses are nonzero (the free polynomial is exactly zero once L reaches the number of modes)."""
@@ -256,6 +250,14 @@ def selection_frame(results: list[dict], percentiles=(1, 10, 50, 90, 99)) -> pd.
         rows.append({"key_dim": c["key_dim"] or c["dim"], "depth": c["depth"], "seed": c["seed"],
                      **{f"p{p}": at[p] for p in percentiles}})
     return pd.DataFrame(rows)
+
+
+def runs_of(results: list[dict], spectrum, **fields) -> list[dict]:
+    """The results of one [input_exponent, task_exponent] spectrum (and of any further config
+    values, e.g. depth=4), in their order."""
+    a, b = spectrum
+    return [r for r in results if (r["config"]["input_exponent"], r["config"]["task_exponent"]) == (a, b)
+            and all(r["config"][k] == v for k, v in fields.items())]
 
 
 def part_of(df: pd.DataFrame, **values) -> pd.DataFrame:

@@ -188,11 +188,3 @@ def rescue_runs(cache: RunCache, runs: list[tuple[RunConfig, dict]], why: str) -
 def diverged(results: list[dict]) -> list[str]:
     """What each diverged run of `results` says of itself (train.diverged_record's error)."""
     return [r["error"] for r in results if is_diverged(r)]
-
-
-def runs_of(results: list[dict], spectrum, **fields) -> list[dict]:
-    """The results of one [input_exponent, task_exponent] spectrum (and of any further config
-    values, e.g. depth=4), in their order."""
-    a, b = spectrum
-    return [r for r in results if (r["config"]["input_exponent"], r["config"]["task_exponent"]) == (a, b)
-            and all(r["config"][k] == v for k, v in fields.items())]

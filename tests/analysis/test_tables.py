@@ -132,3 +132,10 @@ def test_focus_frame_reads_the_end_of_training_and_skips_untracked_runs():
             {"config": {"input_exponent": 1.0, "task_exponent": 0.0, "depth": 2, "seed": 0}, "focus": None}]
     f = focus_frame(runs)
     assert len(f) == 1 and f.target_mass[0] == 0.95 and f.norm_growth[0] == pytest.approx(3.0)
+
+
+def test_runs_of_picks_one_spectrum_and_any_further_config_values():
+    rs = [{"config": {"input_exponent": a, "task_exponent": b, "depth": L}} for a, b in ((0.0, 0.0), (1.0, 0.0))
+          for L in (1, 2)]
+    assert [r["config"]["depth"] for r in tables.runs_of(rs, [1.0, 0.0])] == [1, 2]
+    assert tables.runs_of(rs, (0.0, 0.0), depth=2) == [rs[1]] and tables.runs_of(rs, [0.0, 1.0]) == []

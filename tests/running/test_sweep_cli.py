@@ -18,7 +18,7 @@ from icl.core.expansion import expand
 from icl.core.train import DivergenceError, train
 from icl.running.cache import RunCache
 from icl.running.cli import main
-from icl.running.sweep import run_sweep, runs_of
+from icl.running.sweep import run_sweep
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -229,13 +229,6 @@ def test_example_sweep_files_are_valid_sweeps(path):
     cfgs = expand(read_yaml(path), str(path))
     assert cfgs and all(c.device != "auto" for c in cfgs)  # explicit device: the cache key holds it
     assert len(groups(cfgs)) < len(cfgs)  # depths share batched passes
-
-
-def test_runs_of_picks_one_spectrum_and_any_further_config_values():
-    rs = [{"config": {"input_exponent": a, "task_exponent": b, "depth": L}} for a, b in ((0.0, 0.0), (1.0, 0.0))
-          for L in (1, 2)]
-    assert [r["config"]["depth"] for r in runs_of(rs, [1.0, 0.0])] == [1, 2]
-    assert runs_of(rs, (0.0, 0.0), depth=2) == [rs[1]] and runs_of(rs, [0.0, 1.0]) == []
 
 
 # --- the issue-11 table: one line, exit 2, in seconds, before any training -----------------
