@@ -336,7 +336,7 @@ def train_finite_together(groups: list[list[RunConfig]], progress: bool = True) 
 
 def diverged_record(cfg: RunConfig, step: int | None, why: str = NAN_LOSS) -> dict:
     """What the run cache keeps of a run that diverged, so that a rerun neither trains it again
-    (unless asked) nor its group's other runs (cache.DIVERGED_FIELDS)."""
+    (unless asked) nor its group's other runs (core.results.DIVERGED_FIELDS)."""
     where = f" at step {step}" if step is not None else ""
     return {"config": cfg.to_dict(), "version": __version__, **device_record(resolve_device(cfg.device)),
             "diverged": True, "diverged_step": step, "error": f"{why}{where} for {describe(cfg)}"}

@@ -10,8 +10,8 @@ The key is a hash of
   digits): `auto` resolved, so that `auto` on a CPU machine and `cpu` share their entries.
 
 An entry is used only if it parses, carries its own key, passes its checksum, holds exactly the
-requested config and has result fields of the expected types (`RESULT_FIELDS`: e.g. a finite
-float `final_loss`; `DIVERGED_FIELDS` for a run recorded as diverged, which a sweep reports and
+requested config and has result fields of the expected types (`core.results`: e.g. a finite
+float `final_loss`; other fields for a run recorded as diverged, which a sweep reports and
 does not train again unless `retry_diverged`). Anything else is reported in one line on standard
 error and recomputed, never used.
 
@@ -29,13 +29,13 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import math
 import os
 import sys
 from pathlib import Path
 
 from .. import __version__
 from ..core.config import RunConfig
+from ..core.results import field_problem
 from .files import NotAnEntry, json_bytes, read_regular, write_atomic
 from .paths import check_writable
 
@@ -129,72 +129,12 @@ def run_key(cfg: RunConfig) -> str:
     return _digest(key)
 
 
-# --- what a stored result must look like (train.py's result dict) -------------------------
-
-def _finite(v) -> bool:
-    return isinstance(v, float) and math.isfinite(v)
-
-
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _curve(v) -> bool:
-    return (isinstance(v, dict) and isinstance(v.get("step"), list) and isinstance(v.get("loss"), list)
-            and len(v["step"]) == len(v["loss"]) > 0 and all(isinstance(s, int) for s in v["step"])
-            and all(_finite(x) for x in v["loss"]))
-
-
-RESULT_FIELDS = {  # name: (check, what it must be)
-    "config": (lambda v: isinstance(v, dict), "a mapping"),
-    "device": (lambda v: isinstance(v, str), "a string"),
-    "initial_loss": (_finite, "a finite float"),
-    "final_loss": (_finite, "a finite float"),
-    "validation_loss": (_finite, "a finite float"),
-    "target_power": (_finite, "a finite float"),
-    "loss_curve": (_curve, "{'step': [int], 'loss': [finite float]} of equal lengths"),
-    "wall_seconds": (_number, "a number"),
-    "steps_per_second": (_number, "a number"),
-    "models_in_pass": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
-    "plateau": (lambda v: isinstance(v, float), "a float"),
-    "converged": (lambda v: isinstance(v, bool), "a boolean"),
-}
-OPTIONAL_FIELDS = {  # present for some models or options only
-    "decomposition": (lambda v: isinstance(v, dict), "a mapping"),
-    "token_selection": (lambda v: isinstance(v, dict), "a mapping"),
-    "parameters": (lambda v: isinstance(v, dict), "a mapping"),
-    "modes": (lambda v: isinstance(v, dict), "a mapping"),
-    "focus": (lambda v: isinstance(v, dict), "a mapping"),
-}
-
-
-# A run that diverged (train.diverged_record): kept so that a rerun does not train it again.
-DIVERGED_FIELDS = {
-    "config": (lambda v: isinstance(v, dict), "a mapping"),
-    "device": (lambda v: isinstance(v, str), "a string"),
-    "diverged": (lambda v: v is True, "true"),
-    "diverged_step": (lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0),
-                      "an integer >= 0 or null"),
-    "error": (lambda v: isinstance(v, str), "a string"),
-}
-
-
 def result_problem(result, cfg: RunConfig) -> str | None:
     """Why `result` is not a run of `cfg` as train.py writes it, finished or diverged (None if it is)."""
-    if not isinstance(result, dict):
-        return f"its result is a {type(result).__name__}, not a mapping"
-    required = DIVERGED_FIELDS if "diverged" in result else RESULT_FIELDS
-    for name, (ok, what) in required.items():
-        if name not in result:
-            return f"its result has no {name!r}"
-        if not ok(result[name]):
-            return f"its {name!r} is {result[name]!r:.60}, not {what}"
-    for name, (ok, what) in OPTIONAL_FIELDS.items():
-        if name in result and not ok(result[name]):
-            return f"its {name!r} is not {what}"
-    if not same_config(result["config"], cfg):
+    problem = field_problem(result)
+    if problem is None and not same_config(result["config"], cfg):
         return "its result is for another config"
-    return None
+    return problem
 
 
 def entry_limit(cfg: RunConfig) -> int:

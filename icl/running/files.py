@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..core.config import ConfigError
-from .workload import ENTRY_BYTES, result_floats
+from ..core.results import result_bytes
 
 FILE_MODE = 0o644  # readable by everyone, as a shared cache and a results folder must be
 # A JSON float as `json.dumps(indent=1)` writes it in a result: up to 24 characters
@@ -200,9 +200,8 @@ def provenance(device: str | None = None) -> dict:
 
 
 def json_bytes(cfgs) -> int:
-    """A bound of the bytes of the JSON of the results of `cfgs`: per run, the fixed fields
-    (workload.ENTRY_BYTES) and JSON_FLOAT_BYTES for each number it holds (workload.result_floats)."""
-    return sum(ENTRY_BYTES + JSON_FLOAT_BYTES * result_floats(c) for c in cfgs)
+    """A bound of the bytes of the JSON `--json` writes of the results of `cfgs` (indented)."""
+    return result_bytes(cfgs, JSON_FLOAT_BYTES)
 
 
 def free_bytes(path: Path) -> int:

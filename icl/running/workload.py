@@ -12,34 +12,23 @@ warm up, then about TIMED_BLOCK seconds of them); every other group of that mode
 it by the same measure, and evaluations are counted as forward passes over the held-out contexts (about a third
 of a training step per context). Groups that share a training pass (`icl.core.passes.passes`: one seed's
 ranks) draw each batch once, so every group of a pass beyond its first is priced without the
-draw, timed on its own (`draw_seconds`). Size: the floats a result holds (train.group_results), at the
-bytes JSON gives a float, plus the fixed fields.
+draw, timed on its own (`draw_seconds`). Size: the numbers a result holds (`core.results`), at the
+bytes JSON gives a number, plus the fixed fields.
 """
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
 from ..core.config import ConfigError, RunConfig
 from ..core.memory import step_floats
-from ..core.registry import MODELS
+from ..core.results import result_bytes
+from .files import free_bytes
 
 DAY = 86_400.0  # seconds of estimated work above which a job needs --yes
 TIMED_BLOCK = 0.2  # seconds of steps timed per group (after one untimed step)
 TIMED_FLOATS = 2**26  # at most the floats a timed step touches (256 MiB): a larger group is timed on its first models
-FLOAT_BYTES, ENTRY_BYTES = 20, 2_000  # a float in JSON ("0.12345678901234567, "); config, key, checksum
-
-
-def result_floats(cfg: RunConfig) -> int:
-    """The numbers one stored result holds (train.group_results and measure.extras)."""
-    d, E = cfg.dim, cfg.eval_points + 1
-    n = 2 * E + 10 + MODELS[cfg.model].result_numbers(cfg)  # loss curve, losses, plateau, timing; the model's own
-    if cfg.track_modes:
-        n += E + d + E * d
-    if cfg.track_focus:
-        n += 5 * E
-    return n
+FLOAT_BYTES = 20  # a float in a cache entry's JSON, unindented ("0.12345678901234567, ")
 
 
 def group_cost(group: list[RunConfig]) -> float:
@@ -133,7 +122,7 @@ def estimate(todo: list[list[RunConfig]]) -> dict:
     per_step = {m: group_step_seconds(timed_part(g)) / group_cost(timed_part(g)) for m, g in largest.items()}  # s per float
     step = {id(g): per_step[kind(g[0])] * group_cost(g) for g in todo}  # seconds of one step of each group
     seconds = sum(step[id(g)] * (g[0].steps + evaluation_steps(g[0])) for g in todo) - shared_draws(todo, step)
-    size = sum(ENTRY_BYTES + FLOAT_BYTES * result_floats(c) for g in todo for c in g)
+    size = result_bytes([c for g in todo for c in g], FLOAT_BYTES)
     measured = [(g, per_step[m] * group_cost(g)) for m, g in largest.items()]
     return {"seconds": seconds, "bytes": size, "runs": sum(map(len, todo)), "groups": len(todo), "measured": measured}
 
@@ -179,7 +168,7 @@ def check_workload(todo: list[list[RunConfig]], yes: bool, cache_root: Path | No
     e = {**estimate(todo), "cached": cache_root is not None}
     free = None
     if cache_root is not None:
-        free = shutil.disk_usage(next(p for p in (cache_root, *cache_root.parents) if p.exists())).free
+        free = free_bytes(cache_root)
     too_long, too_big = e["seconds"] > DAY, free is not None and e["bytes"] > free
     if (too_long or too_big) and not yes:
         why = "more than a day of work" if too_long else f"more than the {size(free)} free on its disk"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import tiny_batch, tiny_config
 
-from icl.core import memory, models, reference, registry
+from icl.core import memory, models, reference, registry, results
 from icl.core.models import Output, SoftmaxEnsemble, build, stack_order
 from icl.core.reference import FACTOR, agreement, agrees, perturbed
 from icl.core.train import train_group
@@ -110,7 +110,7 @@ def test_a_model_added_in_three_files_validates_trains_agrees_and_is_priced(doub
         assert math.isfinite(r["final_loss"])
     twin = cfg.replace(model="softmax")  # the same entry but for its classes: priced alike
     assert memory.estimate_bytes(cfg, [2, 1]) == memory.estimate_bytes(twin, [2, 1])
-    assert workload.result_floats(cfg) == workload.result_floats(twin)
+    assert results.result_floats(cfg) == results.result_floats(twin)
     assert workload.group_step_seconds([cfg.replace(depth=L) for L in (2, 1)]) > 0
 
 
@@ -164,4 +164,4 @@ def test_an_entrys_result_numbers_bound_what_its_result_holds(model):
     assert registry.SELECTION_PERCENTILES == len(measure.SELECTION_PERCENTILES)
     cfg = tiny_config(model=model, key_dim=3, steps=2, depth=3, eval_points=2)
     held = numbers_in({k: v for k, v in train_group([cfg])[0].items() if k != "config"})  # priced per entry
-    assert held <= workload.result_floats(cfg) <= 4 * held, (held, workload.result_floats(cfg))
+    assert held <= results.result_floats(cfg) <= 4 * held, (held, results.result_floats(cfg))
