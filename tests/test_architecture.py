@@ -460,3 +460,10 @@ def test_the_architecture_page_names_every_module_of_each_layer():
         modules = {p.stem for p in folder.glob("*.py")} | {p.name + "/" for p in folder.iterdir() if (p / "__init__.py").exists()}
         named, modules = named - {"__init__"}, modules - {"__init__"}
         assert named == modules, f"{layer}: listed but absent {named - modules}, absent from the list {modules - named}"
+
+
+def test_no_module_is_over_400_lines():
+    """DESIGN's room size: a module a reader takes in at once (the C kernels are not Python)."""
+    long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / "icl").rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, long

@@ -74,13 +74,18 @@ def sweep_check(name: str) -> tuple[str | None, str]:
     return label(sweep), check
 
 
+def read_names(check: str) -> list[tuple[str, str]]:
+    """(scope, name) of each number `check` reads (`READS`: "top-2 > alpha" reads alpha in the
+    cases of top-2 only; scope '' for every case)."""
+    return [(within, name) for within, _, name in (spec.rpartition(" > ") for spec in READS.get(sweep_check(check)[1], ()))]
+
+
 def read(check: str, numbers: list) -> list[tuple[str, list, int]]:
-    """The numbers `check` reads (`READS`; a sweep's check reads that sweep's only): for each name,
-    (name, the single numbers found, how many of the values found a fit did not identify)."""
-    case, check = sweep_check(check)
+    """The numbers `check` reads (`read_names`; a sweep's check reads that sweep's only): for each
+    name, (name, the single numbers found, how many of the values found a fit did not identify)."""
+    case = sweep_check(check)[0]
     out = []
-    for spec in READS.get(check, ()):
-        within, _, name = spec.rpartition(" > ")
+    for within, name in read_names(check):
         found = [v for c, n, v in numbers if n == name and (case is None or c == case)
                  and (not within or c == within or (c or "").startswith(within + " "))]
         unread = sum(isinstance(v, str) and v.startswith("not identified") for v in found)

@@ -13,6 +13,7 @@ reference.agreement), so the ratio compares the same work.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import time
@@ -29,7 +30,7 @@ from ..core.models import build, stack_order
 from ..core.reference import check_same, plain_model
 from ..core.registry import MODELS, having, implementation
 from ..core.tasks import make_generator, sample_batch
-from ..core.train import StackAdam, resolve_device
+from ..core.train import StackAdam, resolve_device, train_step
 from .cli import check_output_path
 from .files import regular_target, write_atomic, write_json
 from .timing import BLOCK, max_rss_mib, peak_flop_rate, seconds_per_step, step_flops
@@ -58,16 +59,8 @@ def icl_trainer(cfg: RunConfig, depths: list[int], device: torch.device, looped:
     depths = stack_order(cfg.model, depths)
     stack = (implementation(cfg.model, "looped")(cfg, depths) if looped else build(cfg, depths)).to(device)
     opt = StackAdam(stack, torch.full((len(depths),), cfg.learning_rate, device=device))
-    gen = make_generator(cfg.seed, device)
-
-    def step() -> None:
-        batch = sample_batch(cfg, cfg.batch_size, gen)
-        loss = ((stack(batch).pred - batch.target[:, None]) ** 2).mean(0).sum()
-        opt.zero_grad()
-        loss.backward()
-        opt.step(1.0)
-
-    return step
+    gen, steps = make_generator(cfg.seed, device), itertools.count()
+    return lambda: train_step(stack, opt, cfg, gen, next(steps))  # the step icl's training takes
 
 
 def reference_trainer(cfg: RunConfig, depth: int, device: torch.device) -> Callable[[], None]:

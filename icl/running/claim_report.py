@@ -10,8 +10,8 @@ import math
 import os
 from pathlib import Path
 
-from ..claims import READS, kind, status_text
-from ..claims.records import deciding, is_estimate, leaves, outcome, parts, read, split, sweep_check, value_of
+from ..claims import kind, status_text
+from ..claims.records import deciding, is_estimate, leaves, outcome, parts, read, read_names, split, sweep_check, value_of
 from .markdown import cell, escape, fill, table
 
 MARKS = {True: "✓", False: "✗", None: "inconclusive:"}
@@ -113,8 +113,8 @@ def number_tables(record: dict) -> list[str]:
                 scalars.append((name, v))
             else:
                 by_name.setdefault(name, {})[", ".join(x for x in (rank, case) if x)] = v
-        for name, v in checks.items():  # a check per cell: a column beside the number it reads
-            read = next((by_name[n] for n in READS.get(name, ()) if n in by_name), None)
+        for name, v in checks.items():  # a check per cell: a column beside the number it reads in every case
+            read = next((by_name[n] for within, n in read_names(name) if not within and n in by_name), None)
             if isinstance(v, list) and len(read or ()) == len(v):
                 by_name[name] = dict(zip(read, (MARKS[x] for x in v)))
         sets: dict[tuple, list] = {}

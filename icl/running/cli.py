@@ -15,7 +15,7 @@ from ..core import config
 from ..core.config import ConfigError, RunConfig, field_names, field_type
 from ..core.memory import check_fits
 from ..core.registry import MODELS
-from .files import DISK_FULL, NotAnEntry, disk_full, free_bytes, read_regular
+from .files import DISK_FULL, disk_full, free_bytes
 from .files import write_json as write
 from .paths import check_writable
 from .workload import check_day, check_workload, size
@@ -30,7 +30,7 @@ COMMANDS = {
     "golden": ("icl.running.golden", "write the ci-profile golden notebooks that nbval compares against"),
     "bound": ("icl.running.cli", "softmax, mixture and random-subspace bounds of the softmax model, no training"),
     "bench": ("icl.running.bench", "training steps per second of icl against plain full attention, with the ratio"),
-    "judge": ("icl.running.cli", "judge your own depth curves by the rule that judges C4 (inverse-depth decay)"),
+    "judge": ("icl.running.judge", "judge your own depth curves by the rule that judges C4 (inverse-depth decay)"),
 }
 
 
@@ -276,67 +276,8 @@ def run_bound(args) -> int:
     return 0
 
 
-CURVES_LIMIT = 64 * 2**20  # bytes of a curves file: millions of rows, far more than any sweep
-
-
-def add_arguments_judge(p: argparse.ArgumentParser) -> None:
-    p.add_argument("curves", metavar="CURVES.csv", help="depth curves: columns depth, seed, loss (one row per trained "
-                   "model, loss > 0, e.g. the relative loss); depth 1 among the depths")
-    p.add_argument("--dim", type=int, required=True, metavar="D", help="the input dimension d")
-    p.add_argument("--key-dim", type=int, required=True, metavar="K", help="each layer's query/key rank k (k = d: full rank)")
-    p.add_argument("--json", metavar="PATH", help="write the verdict and the numbers it read as JSON to PATH ('-' for standard output)")
-
-
-def read_curves(path: str):
-    """The curves file as a frame (depth, seed, loss), or ConfigError naming what is wrong with it."""
-    import io
-
-    import pandas as pd  # heavy: a second to import, and only `judge` reads a CSV
-
-    try:
-        df = pd.read_csv(io.StringIO(read_regular(Path(path), CURVES_LIMIT)))
-    except (OSError, NotAnEntry, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
-        raise ConfigError(f"CURVES.csv: {path} cannot be read as a CSV file ({getattr(err, 'strerror', None) or err})") from None
-    missing = [c for c in ("depth", "seed", "loss") if c not in df.columns]
-    if missing:
-        raise ConfigError(f"CURVES.csv: {path} has no column {', '.join(missing)}; it needs depth, seed, loss "
-                          f"(it has {', '.join(map(str, df.columns[:8]))})")
-    df = df[["depth", "seed", "loss"]].apply(pd.to_numeric, errors="coerce")
-    bad = df[~(df.depth >= 1) | (df.depth % 1 != 0) | ~(df.loss > 0) | ~df.loss.lt(float("inf")) | df.seed.isna()]
-    if len(bad):
-        r = bad.iloc[0]
-        raise ConfigError(f"CURVES.csv: row {bad.index[0] + 2} (depth {r.depth}, seed {r.seed}, loss {r.loss}) is not allowed: "
-                          "depth an integer >= 1, a seed, loss a finite number > 0")
-    if df.duplicated(["depth", "seed"]).any():
-        r = df[df.duplicated(["depth", "seed"])].iloc[0]
-        raise ConfigError(f"CURVES.csv: depth {r.depth:g} of seed {r.seed:g} appears twice; give one loss per (depth, seed)")
-    if 1 not in set(df.depth) or df.depth.nunique() < 4:
-        raise ConfigError(f"CURVES.csv: depths {sorted(df.depth.unique().astype(int).tolist())} need depth 1 and at least "
-                          "four depths in all")
-    return df.astype({"depth": int})
-
-
-def run_judge(args) -> int:
-    from ..claims.difficult import judge  # heavy: pandas, scipy and the fits
-
-    if not 1 <= args.key_dim <= args.dim:
-        raise ConfigError(f"--key-dim: {args.key_dim} is not allowed with --dim {args.dim}; it must be between 1 and d")
-    check_output_path(args.json)
-    out = judge(read_curves(args.curves), args.dim, args.key_dim)
-    if args.json and not write_json(out, args.json, "the verdict"):
-        return 1
-    interval = lambda e: f"{e['value']:.3g}" + (f" [{e['ci95'][0]:.3g}, {e['ci95'][1]:.3g}]" if e["ci95"] else "")
-    alpha = interval(out["alpha"]) if out["alpha"] else f"not identified ({out['problem']})"
-    others = ", ".join(f"{name} {interval(e)}" for name, e in out["sensitivity"].items())
-    print(f"inverse-depth decay (C4's core): {out['status']}\n  alpha {alpha}, primary model {out['primary']} "
-          f"(m = {out['knee_depth']}); |alpha - 1| <= {out['tolerance']} needed\n  R_deepest / R_1 {interval(out['fall'])}, "
-          f"below {out['fall_below']} needed; {out['n_seeds']} seeds, {out['depths']} depths\n  sensitivity: {others}",
-          file=sys.stderr if args.json == "-" else sys.stdout)
-    return 0
-
-
 HANDLERS = {"train": (add_arguments_train, run_train), "sweep": (add_arguments_sweep, run_sweep_command),
-            "bound": (add_arguments_bound, run_bound), "judge": (add_arguments_judge, run_judge)}
+            "bound": (add_arguments_bound, run_bound)}
 
 
 def build_parser(commands=None) -> argparse.ArgumentParser:
