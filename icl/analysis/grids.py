@@ -60,8 +60,8 @@ class Parameters:
         """A notebook's values (each of its parameter's type) as Parameters, once its lists of runs
         are checked: a custom spectrum given on the papermill command line replaces every spectrum
         the notebook trains on (its lists of spectra and the one whose modes it tracks), so that no
-        section trains on a default one beside it (half of one is refused); every axis of depths,
-        seeds, ranks and spectra is a ConfigError naming the key where it cannot be a run's."""
+        section trains on a default one beside it (half of one is refused); every list of runs'
+        values (`check_axis`) is a ConfigError naming the key where it cannot be a run's."""
         values = dict(values)
         given = [k for k in EXPONENTS if values.get(k) is not None]
         if given:

@@ -53,9 +53,10 @@ def with_kernels(step: Callable[[], None], allowed: str) -> Callable[[], None]:
     return mock.patch.dict(os.environ, {"ICL_NATIVE": allowed})(step)
 
 
-def icl_trainer(cfg: RunConfig, depths: list[int], device: torch.device, looped: bool = False) -> Callable[[], None]:
-    """One training step of an icl stack of the given depths: fresh batch, loss, Adam. `looped`:
-    the generalised model's first implementation (icl.core.looped) instead."""
+def icl_trainer(cfg: RunConfig, depths: list[int], device: torch.device, looped: bool = False) -> Callable[[], tuple]:
+    """One training step of an icl stack of the given depths, as training takes it (`train.train_step`:
+    fresh batch, loss, Adam at the schedule's rate, where the reference's is constant: the same work).
+    `looped`: the generalised model's first implementation (icl.core.looped) instead."""
     depths = stack_order(cfg.model, depths)
     stack = (implementation(cfg.model, "looped")(cfg, depths) if looped else build(cfg, depths)).to(device)
     opt = StackAdam(stack, torch.full((len(depths),), cfg.learning_rate, device=device))

@@ -84,7 +84,7 @@ def notebook_parameters(root: Path, profile: str, name: str, device: str | None,
 def settings(root: Path, name: str, params: dict):
     """The notebook's validated Settings from `params`, as its parameters cell makes them (its own
     checks, icl.running.notebook.parameters), with no output folder made."""
-    from . import notebook as nb  # heavy: loads torch and pandas; parameters alone loads neither
+    from . import notebook as nb  # heavy: loads pandas and scipy; parameters alone loads neither
 
     declared = declared_parameters(root, name)
     nb.end_of_parameters(declared)

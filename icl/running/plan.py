@@ -82,7 +82,7 @@ def critical_first(names: list[str], cost: dict[str, float], needs: dict[str, tu
 
 def notebook_plan(runs: list[RunConfig], device: str) -> dict:
     """Runs, groups, steps, the largest group's memory against the device's, and the time."""
-    # heavy: sweep loads torch and yaml; a plan alone loads none
+    # heavy: core.passes and core.memory load torch; a plan alone loads none
     from ..core.memory import estimate_bytes, memory_limit
     from ..core.passes import groups
     from .workload import estimate
