@@ -249,7 +249,6 @@ def validate(c: RunConfig) -> None:
         raise ConfigError(f"warmup_fraction: {c.warmup_fraction!r} is not allowed; it must be in [0, 1)")
 
 
-
 def validate_heads(c: RunConfig) -> None:
     """h heads of rank k share a layer's d input dimensions, h k <= d (a real Transformer's head_dim = d / h):
     more would only repeat directions another head already reads."""

@@ -103,7 +103,6 @@ class Stack(nn.Module):
         return g @ self.layer_mean
 
 
-
 class SoftmaxEnsemble(Stack):
     """Fixed context labels, so y_hat = c * sum_l sum_mu A^l_{q,mu} y_mu: an ensemble of L
     independently parameterised softmax predictors (paper §2, Appendix B).

@@ -45,8 +45,6 @@ DRAWS = "sampling,normal"  # the kernels that draw a batch; the model kernels ar
 DEEP_MEMORY_MIB = 2048  # the deep sweep's peak memory (icl alone, a fresh process) must stay below
 
 
-
-
 def with_kernels(step: Callable[[], None], allowed: str) -> Callable[[], None]:
     """A step run with the kernels of icl.core.accel.native that `allowed` names (ICL_NATIVE: "1"
     all, "0" none, or a comma-separated list), whatever the environment (restored after each step)."""
