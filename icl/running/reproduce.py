@@ -19,6 +19,7 @@ import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 from contextlib import contextmanager, suppress
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 from ..core.config import EXCERPT, ConfigError, excerpt
@@ -220,29 +221,38 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
     registry = root / profile_root(profile) / ".staging" / ".processes"  # where workers and kernels register
     env = {"MPLBACKEND": INLINE_BACKEND, processes.REGISTRY_ENV: str(registry), **(ONE_THREAD if jobs > 1 else {})}
     number = {n: i for i, n in enumerate(names, 1)}
+    needs = {n: [d for d in NEEDS.get(n, ()) if d in names] for n in names}
+    order = TopologicalSorter(needs)  # the standard library's scheduler of a graph: what is ready, what is done
+    try:
+        order.prepare()
+    except CycleError as err:
+        raise ConfigError(f"NEEDS: {', '.join(dict.fromkeys(err.args[1]))} wait for each other; the dependencies "
+                          "must not form a cycle") from None
+    first = {n: i for i, n in enumerate(plan.critical_first(names, cost, NEEDS) if jobs > 1 else names)}
     results: dict[str, dict] = {}
-    pending, running = plan.critical_first(names, cost, NEEDS) if jobs > 1 else list(names), {}
+    ready, running = [], {}
     pool = processes.worker_pool(jobs, registry)
     try:
-        while pending or running:
-            for n in list(pending):
-                needs = [d for d in NEEDS.get(n, ()) if d in names]
-                failed = [d for d in needs if d in results and results[d]["status"] != "ok"]
+        while order.is_active():
+            ready = sorted([*ready, *order.get_ready()], key=first.get)
+            while ready and len(running) < jobs:
+                n = ready.pop(0)
+                failed = [d for d in needs[n] if results[d]["status"] != "ok"]
                 if failed:
-                    pending.remove(n)
                     results[n] = {"status": "failed", "seconds": 0.0, "runs_trained": None,
                                   "error": f"not run: {failed[0]}, which it reads, failed"}
                     log(f"[{number[n]}/{len(names)}] {n} not run: {failed[0]} failed")
-                elif all(d in results for d in needs) and len(running) < jobs:
-                    pending.remove(n)
+                    order.done(n)
+                else:
                     log(f"[{number[n]}/{len(names)}] {n} ({profile}) started")
                     running[pool.submit(run_notebook, str(root), n, params[n], env)] = n
-            if not running:  # nothing can start: the needs of what is left are circular
-                raise ConfigError(f"NEEDS: {', '.join(pending)} wait for each other; the dependencies must not form a cycle")
+            if not running:  # only notebooks not run: what they held back is ready now
+                continue
             finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for f in finished:
                 n = running.pop(f)
                 r = results[n] = f.result()
+                order.done(n)
                 if r["status"] == "ok":
                     trained = "no run cache" if r["runs_trained"] is None else f"{r['runs_trained']} runs trained"
                     out = Path(params[n]["output_dir"]) / f"{n}.ipynb"
