@@ -12,8 +12,7 @@ import torch
 
 from icl.core.config import RunConfig
 from icl.core.registry import having
-from icl.running.bench import icl_trainer
-from icl.running.timing import seconds_per_step
+from icl.running.timing import icl_trainer, seconds_per_step
 
 DEPTHS = [1, 2, 4, 8, 16, 32, 64]
 MODELS = ["softmax", "linear", "context_updates", "shared_stream"]

@@ -13,7 +13,6 @@ reference.agreement), so the ratio compares the same work.
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import platform
 import time
@@ -26,14 +25,14 @@ import torch
 
 from .. import __version__
 from ..core.config import ConfigError, RunConfig, check_threads
-from ..core.models import build, stack_order
+from ..core.models import build
 from ..core.reference import check_same, plain_model
-from ..core.registry import MODELS, having, implementation
+from ..core.registry import MODELS, having
 from ..core.tasks import make_generator, sample_batch
-from ..core.train import StackAdam, resolve_device, train_step
+from ..core.train import resolve_device
 from .cli import check_output_path
 from .files import regular_target, write_atomic, write_json
-from .timing import BLOCK, max_rss_mib, peak_flop_rate, seconds_per_step, step_flops
+from .timing import BLOCK, icl_trainer, max_rss_mib, peak_flop_rate, seconds_per_step, step_flops
 from .workload import check_day, estimate
 
 # Targets (a benchmark, not a timed test): speed-up of icl over the reference.
@@ -49,17 +48,6 @@ def with_kernels(step: Callable[[], None], allowed: str) -> Callable[[], None]:
     """A step run with the kernels of icl.core.accel.native that `allowed` names (ICL_NATIVE: "1"
     all, "0" none, or a comma-separated list), whatever the environment (restored after each step)."""
     return mock.patch.dict(os.environ, {"ICL_NATIVE": allowed})(step)
-
-
-def icl_trainer(cfg: RunConfig, depths: list[int], device: torch.device, looped: bool = False) -> Callable[[], tuple]:
-    """One training step of an icl stack of the given depths, as training takes it (`train.train_step`:
-    fresh batch, loss, Adam at the schedule's rate, where the reference's is constant: the same work).
-    `looped`: the generalised model's first implementation (icl.core.looped) instead."""
-    depths = stack_order(cfg.model, depths)
-    stack = (implementation(cfg.model, "looped")(cfg, depths) if looped else build(cfg, depths)).to(device)
-    opt = StackAdam(stack, torch.full((len(depths),), cfg.learning_rate, device=device))
-    gen, steps = make_generator(cfg.seed, device), itertools.count()
-    return lambda: train_step(stack, opt, cfg, gen, next(steps))  # the step icl's training takes
 
 
 def reference_trainer(cfg: RunConfig, depth: int, device: torch.device) -> Callable[[], None]:
@@ -103,7 +91,6 @@ def icl_only_rss(args, only: list[str] | None = None) -> float:
 
 def rss_probe(args_json: str) -> float:
     """What icl_only_rss runs in its own process."""
-    import argparse
     import json
 
     args = argparse.Namespace(**json.loads(args_json))
@@ -320,6 +307,8 @@ def check_arguments(args) -> None:
     for key in ("depths", "sweep_depths", "generalised_depths", "deep_sweep_depths"):
         if any(L < 1 for L in getattr(args, key)):
             raise ConfigError(f"{key}: {getattr(args, key)} is not allowed; every depth must be >= 1")
+    if args.json == "-":  # its progress and table take standard output, and the table is written beside the file
+        raise ConfigError("--json: '-' is not allowed for bench; give a file path (the table goes beside it, as .md)")
     check_output_path(args.json)
     check_time(cases(args), args.repeats, args.yes)  # every case's config (and --only's names), priced
 

@@ -20,8 +20,8 @@ from .files import write_json as write
 from .paths import check_writable
 from .workload import check_day, check_workload, size
 
-# Subcommands that live in their own modules: each defines add_arguments(parser) and run(args), or
-# add_arguments_<name> and run_<name> where one module holds several commands.
+# Subcommands: those of other modules define add_arguments(parser) and run(args); this module's own
+# are in HANDLERS.
 COMMANDS = {
     "train": ("icl.running.cli", "train one model on one task"),
     "sweep": ("icl.running.cli", "run every model a parameter file describes, through the run cache"),
@@ -296,8 +296,6 @@ def handler(name: str, module: str):
     if module == "icl.running.cli":
         return HANDLERS[name]
     mod = importlib.import_module(module)
-    if hasattr(mod, f"run_{name}"):
-        return getattr(mod, f"add_arguments_{name}"), getattr(mod, f"run_{name}")
     return mod.add_arguments, mod.run
 
 

@@ -12,7 +12,6 @@ small budget, before hours of device time are spent on it.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from ..core.config import ConfigError, RunConfig
@@ -127,9 +126,3 @@ def plan(root: Path, profile: str, names: list[str], device: str, overrides: dic
     log(f"total: about {duration(total)} of training on {where} (one notebook at a time; the evaluation and the "
         "bounds come on top)")
     return out
-
-
-def run_plan(root: Path, profile: str, names: list[str], device: str, overrides: dict) -> int:
-    say = lambda line: print(line, file=sys.stderr, flush=True)
-    plan(root, profile, names, device, overrides, log=say)
-    return 0

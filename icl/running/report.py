@@ -36,7 +36,7 @@ def write_report(root: Path, profile: str, base: Path | None = None) -> Path:
             unreadable.append(name)
     rows.sort(key=claims.claim_order)
     write_own(base / "claims.json", json.dumps({"provenance": provenance(), "claims": rows}, indent=1))
-    times = read_times(base / "timings.json")
+    times = read_timings(base / "timings.json")[0]  # missing or unreadable: no times (named by readable_timings)
     pipeline_only = profile == "ci" or "smoke" in base.parts  # `--smoke` writes under outputs/smoke/PROFILE
     failed = [dict(name=n, error=t.get("error", "no reason recorded") + (f"; log: `{t['log']}`" if t.get("log") else ""))
               for n, t in sorted(times.items()) if t.get("status", "ok") != "ok"]
@@ -121,12 +121,6 @@ def timing_line(times: dict) -> str:
              finished=total["finished"]) if total else "")
 
 
-def read_times(path: Path) -> dict:
-    """timings.json, or nothing where it is missing or cannot be read (`staging.readable_timings` names
-    such a file before a run or `icl report`): the times never cost the report."""
-    return read_timings(path)[0]
-
-
 def update_readme(root: Path, block: str) -> bool:
     """Replace what README.md holds between BEGIN and END with `block` (the README's numbers are then
     the last run's); False where it has no markers."""
@@ -140,15 +134,13 @@ def update_readme(root: Path, block: str) -> bool:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)} (default: quick)")
+    p.add_argument("--profile", default="quick", choices=PROFILES, help="the parameter set (default: quick)")
     p.add_argument("--outputs", metavar="DIR", help="the folder a run wrote with --outputs DIR (default: the profile's)")
 
 
 def run(args) -> int:
     """`icl report`: REPORT.md and claims.json (and, for the committed quick outputs, the README's
     results block) rewritten from the results.json files on disk; no notebook runs."""
-    if args.profile not in PROFILES:
-        raise ConfigError(f"profile: unknown value {args.profile!r}; allowed: {', '.join(PROFILES)}")
     root = repo_root()
     base = root / (args.outputs or profile_root(args.profile))
     if not base.is_dir():

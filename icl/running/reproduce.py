@@ -22,7 +22,7 @@ from contextlib import contextmanager, suppress
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-from ..core.config import EXCERPT, ConfigError, excerpt
+from ..core.config import DEVICES, EXCERPT, ConfigError, excerpt
 from ..core.suggest import did_you_mean
 from ..core.train import resolve_device
 from . import paths, plan, processes
@@ -35,32 +35,22 @@ from .report import write_report
 from .staging import check_destinations, destinations, publish, readable_timings, record_times, report_folder, staging_folder, staging_paths
 from .sweep import load_yaml
 
-DEVICES = ("auto", "cpu", "cuda")
 # The kernel draws with the inline backend whatever MPLBACKEND the caller has (Agg would leave
 # the executed notebooks without figures); icl.analysis.plots.style() switches to it as well.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
-def check_device(params: dict) -> None:
-    resolve_device(params.get("device", "auto"))  # ConfigError: cuda asked for, none available
-
-
-def execute(root: Path, name: str, params: dict, out: Path, progress: bool = False,
-            connection: Path | None = None) -> float:
+def execute(root: Path, name: str, params: dict, out: Path, connection: Path) -> None:
     """papermill; the kernel's connection file (which holds its key) at `connection`, not in /tmp,
     where a killed run would leave it."""
     import papermill
     from traitlets.config import Config
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
     papermill.execute_notebook(str(root / "notebooks" / f"{name}.ipynb"), str(out), parameters=params,
-                               kernel_name="python3", cwd=str(root / "notebooks"), progress_bar=progress,
-                               config=Config({"KernelManager": {"connection_file": str(connection)}} if connection else {}))
-    seconds = time.perf_counter() - start
+                               kernel_name="python3", cwd=str(root / "notebooks"), progress_bar=False,
+                               config=Config({"KernelManager": {"connection_file": str(connection)}}))
     relative_paths(out, root)
-    return seconds
 
 
 def relative_paths(notebook: Path, root: Path) -> None:
@@ -73,24 +63,15 @@ def relative_paths(notebook: Path, root: Path) -> None:
     for key in ("input_path", "output_path"):
         if meta.get(key) and Path(meta[key]).is_absolute():
             meta[key] = os.path.relpath(meta[key], root)
-    deterministic(nb)
-    nbformat.write(nb, notebook)
-
-
-TIMESTAMPS = ("start_time", "end_time", "duration")
-
-
-def deterministic(nb) -> None:
-    """Drop what changes on every execution of unchanged code (timestamps, durations, the random
-    id of papermill's injected cell), so that a diff of an executed notebook means something."""
-    for key in TIMESTAMPS:
-        nb.metadata.get("papermill", {}).pop(key, None)
+    # what changes on every execution of unchanged code (timestamps, durations, papermill's random cell id)
+    for m in [meta] + [c.metadata.get("papermill", {}) for c in nb.cells]:
+        for key in ("start_time", "end_time", "duration"):
+            m.pop(key, None)
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
-        for key in TIMESTAMPS:
-            cell.metadata.get("papermill", {}).pop(key, None)
         if "injected-parameters" in cell.metadata.get("tags", []):
             cell["id"] = "injected-parameters"
+    nbformat.write(nb, notebook)
 
 
 def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
@@ -111,7 +92,7 @@ def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
     kernel_log = where["log"].with_suffix(".kernel.log")
     try:
         with kernel_environment({**env, "ICL_CACHE_STORE_LOG": str(where["stored"])}, kernel_log):
-            execute(root, name, staged, out, progress=False, connection=where["connection"])
+            execute(root, name, staged, out, connection=where["connection"])
     except PapermillExecutionError as err:
         cause = (err.evalue or "").strip().splitlines()
         result = {"status": "failed", "ename": err.ename,
@@ -199,7 +180,7 @@ def checked_parameters(root: Path, profile: str, names: list[str], device: str |
     params = {n: notebook_parameters(root, profile, n, device, {**(overrides or {}), **(own or {}).get(n, {})}, threads)
               for n in names}
     for n in names:  # the device first: a missing GPU is the most common stop
-        check_device(params[n])
+        resolve_device(params[n].get("device", "auto"))  # ConfigError: cuda asked for, none available
     for n in names:
         check_parameters(root, n, params[n])
     check_destinations(root, params)
@@ -267,8 +248,8 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)} (default: quick)")
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
+    p.add_argument("--profile", default="quick", choices=PROFILES, help="the parameter set (default: quick)")
+    p.add_argument("--device", default="auto", choices=DEVICES, help="where to train (default: auto)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these notebooks (e.g. 03_difficult)")
     p.add_argument("--jobs", type=int, default=cores(), metavar="N",
                    help="notebooks run at once, in separate processes of one thread each "
@@ -290,26 +271,21 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    if args.profile not in PROFILES:
-        raise ConfigError(f"profile: unknown value {excerpt(args.profile)}; allowed: {', '.join(PROFILES)}")
-    if args.device not in DEVICES:
-        raise ConfigError(f"device: unknown value {excerpt(args.device)}; allowed: {', '.join(DEVICES)}")
     if args.jobs < 1:
         raise ConfigError(f"jobs: {args.jobs} is not allowed; it must be an integer >= 1")
     names = chosen(args.only)
-    if not (args.plan and args.device == "cuda"):  # a GPU's plan is worked out on paper, GPU or none
-        check_device({"device": args.device})  # first: a missing GPU is the most common stop
+    resolve_device(args.device)  # first (a plan too: it times real steps): a missing GPU is the most common stop
     overrides = {}
     for key, value in args.parameter:  # a YAML value, its aliases bounded (a short one can expand to gigabytes)
         overrides[key] = load_yaml(value, f"-p {key if len(key) <= EXCERPT else excerpt(key)}")
 
-    root = repo_root()
+    root, say = repo_root(), lambda line: print(line, file=sys.stderr, flush=True)
     check_overrides(root, names, overrides)
     if args.plan:
-        return plan.run_plan(root, args.profile, names, args.device, overrides)
+        plan.plan(root, args.profile, names, args.device, overrides, log=say)
+        return 0
     own, where = destinations(root, args.profile, names, args.smoke, args.outputs)
     start = time.perf_counter()
-    say = lambda line: print(line, file=sys.stderr, flush=True)
     try:
         times = run_all(root, args.profile, names, args.device, args.jobs, overrides, log=say, own=own, yes=args.yes)
     except KeyboardInterrupt:

@@ -1,7 +1,9 @@
-"""Timing and memory measurements for `icl bench` and scripts/step_table.py: seconds per step of
-contenders timed alternately (medians over repeats), matmul FLOPs, peak rates, peak memory."""
+"""Timing and memory measurements for `icl bench`, the cost estimate (icl.running.workload) and
+scripts/step_table.py: the step icl's training takes, seconds per step of contenders timed
+alternately (medians over repeats), matmul FLOPs, peak rates, peak memory."""
 from __future__ import annotations
 
+import itertools
 import resource
 import statistics
 import time
@@ -9,6 +11,12 @@ from collections.abc import Callable
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
+
+from ..core.config import RunConfig
+from ..core.models import build, stack_order
+from ..core.registry import implementation
+from ..core.tasks import make_generator
+from ..core.train import StackAdam, train_step
 
 
 def sync(device: torch.device) -> None:
@@ -84,3 +92,14 @@ def peak_flop_rate(device: torch.device, n: int | None = None, repeats: int = 5)
 
 def max_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def icl_trainer(cfg: RunConfig, depths: list[int], device: torch.device, looped: bool = False) -> Callable[[], tuple]:
+    """One training step of an icl stack of the given depths, as training takes it (`train.train_step`:
+    fresh batch, loss, Adam at the schedule's rate, where the reference's is constant: the same work).
+    `looped`: the generalised model's first implementation (icl.core.looped) instead."""
+    depths = stack_order(cfg.model, depths)
+    stack = (implementation(cfg.model, "looped")(cfg, depths) if looped else build(cfg, depths)).to(device)
+    opt = StackAdam(stack, torch.full((len(depths),), cfg.learning_rate, device=device))
+    gen, steps = make_generator(cfg.seed, device), itertools.count()
+    return lambda: train_step(stack, opt, cfg, gen, next(steps))  # the step icl's training takes

@@ -45,24 +45,14 @@ def timed_part(group: list[RunConfig]) -> list[RunConfig]:
 def group_step_seconds(group: list[RunConfig]) -> float:
     """Wall seconds of one training step of `group` on this machine, timed on real steps by the
     benchmark's clock (`timing.seconds_per_step`: a warm-up step, then a block of about TIMED_BLOCK s)."""
-    import itertools
-
-    import torch
-
     # heavy: the core loads torch; workload alone loads none
     from ..core.memory import check_fits
-    from ..core.models import build, stack_order
-    from ..core.tasks import make_generator
-    from ..core.train import StackAdam, resolve_device, train_step
-    from .timing import seconds_per_step
+    from ..core.train import resolve_device
+    from .timing import icl_trainer, seconds_per_step
 
-    base, device = group[0], resolve_device(group[0].device)
-    check_fits(base, [c.depth for c in group])  # before a step is built: a batch of 1e8 is one line, not a traceback
-    stack = build(base, stack_order(base.model, [c.depth for c in group])).to(device)
-    opt = StackAdam(stack, torch.tensor([c.learning_rate for c in group], device=device))
-    gen, steps = make_generator(base.seed, device), itertools.count()
-    wall, _ = seconds_per_step({"group": lambda: train_step(stack, opt, base, gen, next(steps))}, 1, device, TIMED_BLOCK)
-    return wall["group"]
+    base, depths, device = group[0], [c.depth for c in group], resolve_device(group[0].device)
+    check_fits(base, depths)  # before a step is built: a batch of 1e8 is one line, not a traceback
+    return seconds_per_step({"group": icl_trainer(base, depths, device)}, 1, device, TIMED_BLOCK)[0]["group"]
 
 
 def evaluation_steps(cfg: RunConfig) -> float:
@@ -166,9 +156,7 @@ def check_workload(todo: list[list[RunConfig]], yes: bool, cache_root: Path | No
     """Print the estimate; ConfigError (one line) above a day of work, or when the results would
     not fit on the cache's disk, unless `yes`."""
     e = {**estimate(todo), "cached": cache_root is not None}
-    free = None
-    if cache_root is not None:
-        free = free_bytes(cache_root)
+    free = free_bytes(cache_root) if cache_root is not None else None
     too_long, too_big = e["seconds"] > DAY, free is not None and e["bytes"] > free
     if (too_long or too_big) and not yes:
         why = "more than a day of work" if too_long else f"more than the {size(free)} free on its disk"

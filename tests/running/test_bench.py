@@ -95,7 +95,8 @@ def test_bench_only_runs_the_named_cases(tmp_path):
                                         (["--depths", "0"], ["depths", "[0]", ">= 1"]),
                                         (["--deep-sweep-depths", "4", "-1"], ["deep_sweep_depths", "-1"]),
                                         (["--only", "nosuchcase"], ["only", "'nosuchcase'", "softmax L=16"]),
-                                        (["--dim", "0"], ["dim", "0"])])
+                                        (["--dim", "0"], ["dim", "0"]),
+                                        (["--json", "-"], ["--json", "'-'", "file path"])])  # it wrote a file named '-'
 def test_bad_bench_arguments_exit_2_in_one_line_before_any_timing(tmp_path, capsys, monkeypatch, argv, words):
     """--repeats 0 and --depths 0 were tracebacks, an unknown --only exited 1."""
     import icl.running.bench

@@ -175,14 +175,14 @@ def test_an_unreadable_timings_file_is_left_by_report(tmp_path):
 def test_report_reads_timings_through_the_non_blocking_reader(tmp_path):
     """A named pipe as timings.json hung `icl report` (after saying it was left alone), and a link to
     /dev/zero read until memory ran out."""
-    from icl.running.report import read_times
+    from icl.running.staging import read_timings
 
     os.mkfifo(tmp_path / "timings.json")
     (tmp_path / "zero").mkdir()
     (tmp_path / "zero" / "timings.json").symlink_to("/dev/zero")
     done = []
-    reader = threading.Thread(target=lambda: done.append((read_times(tmp_path / "timings.json"),
-                                                          read_times(tmp_path / "zero" / "timings.json"))), daemon=True)
+    reader = threading.Thread(target=lambda: done.append((read_timings(tmp_path / "timings.json")[0],
+                                                          read_timings(tmp_path / "zero" / "timings.json")[0])), daemon=True)
     reader.start()
     reader.join(10)
     assert done == [({}, {})]
