@@ -55,7 +55,9 @@ def execute(root: Path, name: str, params: dict, out: Path, connection: Path) ->
 
 def relative_paths(notebook: Path, root: Path) -> None:
     """papermill records the absolute input and output paths; a committed notebook should not
-    carry the layout of the machine that ran it, so they become relative to the repository."""
+    carry the layout of the machine that ran it, so they become relative to the repository. What
+    changes on every execution of unchanged code goes too (timestamps, durations, the random id of
+    papermill's injected cell), so that a diff of an executed notebook means something."""
     import nbformat
 
     nb = nbformat.read(notebook, as_version=4)
@@ -63,7 +65,6 @@ def relative_paths(notebook: Path, root: Path) -> None:
     for key in ("input_path", "output_path"):
         if meta.get(key) and Path(meta[key]).is_absolute():
             meta[key] = os.path.relpath(meta[key], root)
-    # what changes on every execution of unchanged code (timestamps, durations, papermill's random cell id)
     for m in [meta] + [c.metadata.get("papermill", {}) for c in nb.cells]:
         for key in ("start_time", "end_time", "duration"):
             m.pop(key, None)
@@ -192,6 +193,13 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
     """Run notebooks (in dependency order, up to `jobs` at once); each one's result by name.
     `own`: parameters per notebook on top of `overrides` (a smoke run's output folders). Refused
     above a day of estimated training unless `yes` (`plan.check_work`)."""
+    needs = {n: [d for d in NEEDS.get(n, ()) if d in names] for n in names}
+    order = TopologicalSorter(needs)  # the standard library's scheduler of a graph: what is ready, what is done
+    try:
+        order.prepare()
+    except CycleError as err:
+        raise ConfigError(f"NEEDS: {', '.join(dict.fromkeys(err.args[1]))} wait for each other; the dependencies "
+                          "must not form a cycle") from None
     params = checked_parameters(root, profile, names, device, jobs, overrides, own)
     cost = plan.check_work(root, profile, names, params, yes)  # seconds of what is left to train, per notebook
     lock = hold_lock(root, profile)  # noqa: F841 (held until this function returns)
@@ -202,13 +210,6 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
     registry = root / profile_root(profile) / ".staging" / ".processes"  # where workers and kernels register
     env = {"MPLBACKEND": INLINE_BACKEND, processes.REGISTRY_ENV: str(registry), **(ONE_THREAD if jobs > 1 else {})}
     number = {n: i for i, n in enumerate(names, 1)}
-    needs = {n: [d for d in NEEDS.get(n, ()) if d in names] for n in names}
-    order = TopologicalSorter(needs)  # the standard library's scheduler of a graph: what is ready, what is done
-    try:
-        order.prepare()
-    except CycleError as err:
-        raise ConfigError(f"NEEDS: {', '.join(dict.fromkeys(err.args[1]))} wait for each other; the dependencies "
-                          "must not form a cycle") from None
     first = {n: i for i, n in enumerate(plan.critical_first(names, cost, NEEDS) if jobs > 1 else names)}
     results: dict[str, dict] = {}
     ready, running = [], {}

@@ -26,7 +26,7 @@ from ..core.results import result_bytes
 from .files import free_bytes
 
 DAY = 86_400.0  # seconds of estimated work above which a job needs --yes
-TIMED_BLOCK = 0.2  # seconds of steps timed per group (after one untimed step)
+TIMED_BLOCK = 0.2  # seconds of steps timed per group (after the untimed warm-up steps of timing.warm_up)
 TIMED_FLOATS = 2**26  # at most the floats a timed step touches (256 MiB): a larger group is timed on its first models
 FLOAT_BYTES = 20  # a float in a cache entry's JSON, unindented ("0.12345678901234567, ")
 
@@ -44,7 +44,7 @@ def timed_part(group: list[RunConfig]) -> list[RunConfig]:
 
 def group_step_seconds(group: list[RunConfig]) -> float:
     """Wall seconds of one training step of `group` on this machine, timed on real steps by the
-    benchmark's clock (`timing.seconds_per_step`: a warm-up step, then a block of about TIMED_BLOCK s)."""
+    benchmark's clock (`timing.seconds_per_step`: warm-up steps, then a block of about TIMED_BLOCK s)."""
     # heavy: the core loads torch; workload alone loads none
     from ..core.memory import check_fits
     from ..core.train import resolve_device

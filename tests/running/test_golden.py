@@ -59,7 +59,7 @@ def test_a_kernel_left_by_a_killed_run_leaves_its_connection_file_in_staging_and
         tmp_path, monkeypatch):
     seen = {}
 
-    def execute(root, name, params, out, progress=False, connection=None):
+    def execute(root, name, params, out, connection):
         seen.update(connection=connection, leftover=connection.exists())
         raise RuntimeError("stop here")
 
