@@ -44,8 +44,9 @@ def read_curves(path: str):
         r = bad.iloc[0]
         raise ConfigError(f"CURVES.csv: row {bad.index[0] + 2} (depth {r.depth}, seed {r.seed}, loss {r.loss}) is not allowed: "
                           "depth an integer >= 1, a seed, loss a finite number > 0")
-    if df.duplicated(["depth", "seed"]).any():
-        r = df[df.duplicated(["depth", "seed"])].iloc[0]
+    twice = df.duplicated(["depth", "seed"])
+    if twice.any():
+        r = df[twice].iloc[0]
         raise ConfigError(f"CURVES.csv: depth {r.depth:g} of seed {r.seed:g} appears twice; give one loss per (depth, seed)")
     if 1 not in set(df.depth) or df.depth.nunique() < MIN_POINTS:  # the fewest depths a fit identifies
         raise ConfigError(f"CURVES.csv: depths {sorted(df.depth.unique().astype(int).tolist())} need depth 1 and at least "
