@@ -9,11 +9,12 @@ notebooks' runs (`plan.check_work`).
 Time: the largest group of each model (by `memory.step_floats`, the tensors a step touches; its
 first models where it is larger than TIMED_FLOATS) is built and trained for a few steps (warm-up
 steps until the step time settles, `timing.warm_up`, then about TIMED_BLOCK seconds of them); every
-other group of that model is scaled from it by the same measure, and evaluations are counted as forward passes over the held-out contexts (about a third
-of a training step per context). Groups that share a training pass (`icl.core.passes.passes`: one seed's
-ranks) draw each batch once, so every group of a pass beyond its first is priced without the
-draw, timed on its own (`draw_seconds`). Size: the numbers a result holds (`core.results`), at the
-bytes JSON gives a number, plus the fixed fields.
+other group of that model is scaled from it by the same measure, and evaluations are counted as
+forward passes over the held-out contexts (about a third of a training step per context). Groups
+that share a training pass (`icl.core.passes.passes`: one seed's ranks) draw each batch once, so
+every group of a pass beyond its first is priced without the draw, timed on its own
+(`draw_seconds`). Size: the numbers a result holds (`core.results`), at the bytes JSON gives a
+number, plus the fixed fields.
 """
 from __future__ import annotations
 
