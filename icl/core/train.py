@@ -253,20 +253,14 @@ def train_groups(groups: list[list[RunConfig]], progress: bool = True,
     depths = sorted({c.depth for g in groups for c in g})
     start = time.perf_counter()
     bar = tqdm(total=base.steps, disable=not progress, mininterval=2.0, leave=False,
-               desc=f"{base.model}/{base.task} L={','.join(map(str, depths))}"
-                    + (f" k={','.join(str(k) for k in dict.fromkeys(g[0].key_dim for g in groups))}" if len(groups) > 1 else "")
-                    + (f" {len(groups)} groups in {len(lane_indices)} lanes" if replicate and len(lane_indices) < len(groups) else ""))
+               desc=pass_label(groups, depths, len(lane_indices), replicate))
     for step in range(base.steps):
         live = [j for j, m in enumerate(lane_indices) if any(errors[i] is None for i in m)]
         if not live:
             break
         if step in group_passes[0].checkpoints:  # every group of a pass has the same steps and checkpoints
-            for j in live:
-                if isinstance(steppers[j], ReplicaPass):
-                    steppers[j].stack.sync()
-                for i in lane_indices[j]:
-                    if errors[i] is None:
-                        group_passes[i].record()
+            record_live([steppers[j] for j in live], [[i for i in lane_indices[j] if errors[i] is None] for j in live],
+                        group_passes)
         shared_step([steppers[j] for j in live], list(zip(streams.values(), gens)),
                     [[stream_of[i] for i in lane_indices[j]] for j in live], step)
         for i in [i for j in live for i in lane_indices[j] if errors[i] is None]:
@@ -281,16 +275,35 @@ def train_groups(groups: list[list[RunConfig]], progress: bool = True,
         if isinstance(stepper, ReplicaPass):
             stepper.stack.sync()
     replicas = {i: len(m) for m in lane_indices for i in m}  # the replicas each group trained among (1: alone)
-    out = []
-    for i, (p, err) in enumerate(zip(group_passes, errors)):
-        if err is None:
-            try:
-                out.append(p.finish(wall, sum(len(g) for g in groups), replicas[i]))
-                continue
-            except DivergenceError as e:
-                err = e
-        out.append(err)
-    return out
+    return [finished(p, err, wall, sum(len(g) for g in groups), replicas[i])
+            for i, (p, err) in enumerate(zip(group_passes, errors))]
+
+
+def pass_label(groups: list[list[RunConfig]], depths: list[int], lanes_used: int, replicate: bool) -> str:
+    """The progress bar's name for a pass: model, task, depths, and ranks and lanes where several."""
+    base = groups[0][0]
+    ranks = ",".join(str(k) for k in dict.fromkeys(g[0].key_dim for g in groups))
+    return (f"{base.model}/{base.task} L={','.join(map(str, depths))}" + (f" k={ranks}" if len(groups) > 1 else "")
+            + (f" {len(groups)} groups in {lanes_used} lanes" if replicate and lanes_used < len(groups) else ""))
+
+
+def record_live(steppers: list, members: list[list[int]], group_passes: list) -> None:
+    """A checkpoint: every live group of every live lane records its evaluation (replicas synced first)."""
+    for stepper, indices in zip(steppers, members):
+        if isinstance(stepper, ReplicaPass):
+            stepper.stack.sync()
+        for i in indices:
+            group_passes[i].record()
+
+
+def finished(group_pass, err, wall: float, runs: int, replicas: int):
+    """A group's results once its pass ends, or the DivergenceError that stopped it (training or final evaluation)."""
+    if err is not None:
+        return err
+    try:
+        return group_pass.finish(wall, runs, replicas)
+    except DivergenceError as e:
+        return e
 
 
 def shared_step(steppers: list, streams: list[tuple[RunConfig, torch.Generator]], feeds: list[list[int]], step: int) -> None:
