@@ -21,13 +21,25 @@ NOTEBOOKS = tuple(sorted(p.stem for p in (Path(__file__).resolve().parents[2] / 
 NEEDS = {"05_fitting_appendix": ("01_easy_linear", "03_difficult", "04_generalized"),
          "07_mechanism": ("03_difficult", "06_regimes"),
          "08_heads_and_loops": ("03_difficult", "04_generalized")}  # shares their runs through the cache
-PROFILES = ("ci", "quick", "paper")
+# ci, quick and paper run every notebook; a slice runs only the notebooks it has a file for
+# (paper_slice: C4's main sweep at the paper's (d, P) on a CPU; paper_core: the same on one GPU).
+PROFILES = ("ci", "quick", "paper", "paper_slice", "paper_core")
+WHOLE = ("ci", "quick", "paper")
 
 
-def chosen(only: list[str] | None) -> list[str]:
-    """The notebooks `--only` names (all of them without it), in the order they run; ConfigError
-    naming one that is not a notebook."""
-    names = only or NOTEBOOKS
+def profile_notebooks(profile: str) -> tuple[str, ...]:
+    """The notebooks a profile runs: all of them for a whole profile, else those with a file in
+    params/<profile>/."""
+    if profile in WHOLE:
+        return NOTEBOOKS
+    folder = Path(__file__).resolve().parents[2] / "params" / profile
+    return tuple(n for n in NOTEBOOKS if (folder / f"{n}.yaml").exists())
+
+
+def chosen(only: list[str] | None, profile: str = "quick") -> list[str]:
+    """The notebooks `--only` names (all of the profile's without it), in the order they run;
+    ConfigError naming one that is not a notebook."""
+    names = only or profile_notebooks(profile)
     bad = [n for n in names if n not in NOTEBOOKS]
     if bad:
         raise ConfigError(f"only: unknown notebook {excerpt(bad[0])}; allowed: {', '.join(NOTEBOOKS)}")

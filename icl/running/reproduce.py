@@ -274,7 +274,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     if args.jobs < 1:
         raise ConfigError(f"jobs: {args.jobs} is not allowed; it must be an integer >= 1")
-    names = chosen(args.only)
+    names = chosen(args.only, args.profile)
     resolve_device(args.device)  # first (a plan too: it times real steps): a missing GPU is the most common stop
     overrides = {}
     for key, value in args.parameter:  # a YAML value, its aliases bounded (a short one can expand to gigabytes)
