@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.exponents import exponent
+from ..analysis.exponents import exponent, power_law, window_exponent
 from ..analysis.grids import Parameters
 from ..analysis.intervals import Estimate
 
@@ -159,10 +159,17 @@ def within(x, centre: float, tol: float) -> bool | None:
 
 def near_one(row, tol: float) -> bool | None:
     """|alpha - 1| <= tol for a sweep's exponent: its primary model's, with its interval over seeds
-    (`icl.analysis.exponents.exponent`); inconclusive when the primary fit does not identify it: its
-    digits are not read."""
+    (`icl.analysis.exponents.exponent`), read only where the curve is a power law
+    (`exponents.power_law`: fails where an exponential approach fits decisively better, inconclusive
+    where another shape fits better, or as well and says otherwise); inconclusive where the primary
+    fit does not identify alpha (its digits are not read) or where the check flips when the fit
+    starts at twice its first depth (`exponents.window_exponent`)."""
     e = exponent(row)
-    return None if e is None else within(e, 1.0, tol)
+    read = None if e is None else within(e, 1.0, tol)
+    read, _ = power_law(row, read)
+    window = window_exponent(row)
+    later = None if window is None else within(window, 1.0, tol)
+    return None if {read, later} == {True, False} else read
 
 
 def at_plateau(*runs) -> bool | None:

@@ -11,7 +11,7 @@ check inconclusive. `judge` applies C4's core to any sweep, a user's own include
 """
 from __future__ import annotations
 
-from ..analysis import estimates, exponents
+from ..analysis import estimates, exponents, shapes
 from ..analysis.estimates import estimate
 from ..analysis.tables import spectrum_label
 from . import Rules, above, below, every, near_one, within
@@ -46,16 +46,20 @@ CRITERIA = {
           "sees only its context)",
     "C4": f"core: R_deepest / R_1 < {DEPTH_FALL} and |alpha - 1| <= {ALPHA_TOL} for the primary model (one power "
           f"law over every depth if its chi^2 test gives p >= {exponents.PRIMARY_P}, else the tail L >= m, m = "
-          "lcm(d, k) / k); secondary: L0 < "
+          "lcm(d, k) / k), its interval widened by sqrt(chi^2/dof) where above 1; read only where a power law "
+          f"is not beaten on those depths by more than {shapes.BETTER} in AIC by an exponential approach or a "
+          f"log-corrected 1/L (an exponential better by more than {shapes.DECISIVE}: fails), and where refitting "
+          "from twice the first depth does not flip it; secondary: L0 < "
           f"{FLOOR_RATIO} x linear plateau; every spectrum; 95 % intervals over seeds; an exponent the primary fit "
-          "does not identify makes the core inconclusive",
+          "does not identify makes the core inconclusive; printed beside it, never deciding: alpha over all depths "
+          "(the paper's), the tail's, and the floor-free slope of log(R_L - R_2L) over the tail",
     "C5": f"core: L0 - C_L > 0 and |gamma - 1| <= {GAMMA_TOL}; secondary: |slope of A - C| <= {DISAGREE_SLOPE}; "
           "95 % intervals over seeds",
     "C6b": f"core: larger softmax spread < {COLLAPSE_RATIO} x smaller linear spread; secondary: linear strongest mode "
            "reaches half its fall first",
     "C9": f"core: p90 and p99 of the deepest < {TAIL_CUT} x depth 1's; secondary: depth 1 lower at p1",
     "C10": f"core: every joint top-2 sweep has R_deepest / R_1 < {DEPTH_FALL} and |alpha - 1| <= {ALPHA_TOL} for "
-           "the primary model (as C4); secondary: every sweep falls; top-16 mean |alpha - 1| larger",
+           "the primary model (as C4); secondary: every sweep falls; top-{wide_top_k} mean |alpha - 1| larger",
 }
 RULES = Rules(TEXT, CRITERIA, CORE)
 status, record, record_by_regime, show_criteria = RULES.status, RULES.record, RULES.record_by_regime, RULES.show_criteria
@@ -135,8 +139,7 @@ def c3_numbers(table) -> dict:
 
 def c4_numbers(table, losses) -> dict:
     """`table`: table 1's rows at one rank; `losses`: the main sweep's runs at that rank."""
-    return {"alpha (primary model)": exponents.by_spectrum(table), "alpha, all depths": estimates.by_spectrum(table, "alpha_all"),
-            "tail alpha (L >= m)": estimates.by_spectrum(table, "alpha_tail"),
+    return {"alpha (primary model)": exponents.by_spectrum(table), **exponents.estimands(table),
             "knee R_m / R_1": estimates.by_spectrum(table, "knee"), "L0": estimates.by_spectrum(table, "L0"),
             "R_deepest / R_1": estimates.by_spectrum(table, "fall"),
             "floor / linear plateau": estimates.by_spectrum(table, "floor_ratio"),
@@ -156,7 +159,7 @@ def c10_numbers(table, deviation_gap) -> dict:
     """`table`: table 4's rows (joint top-2 and top-16 sweeps) at one rank."""
     top = {f"top-{t.top_k} {spectrum_label(t.input_exponent, t.task_exponent)}": t for _, t in table.iterrows()}
     return {"alpha (primary model)": {n: exponents.recorded(t) for n, t in top.items()},
-            "alpha, all depths": {n: estimate(t, "alpha_all") for n, t in top.items()},
+            **{name: {n: exponents.estimand(t, col) for n, t in top.items()} for name, col in exponents.ESTIMANDS.items()},
             "R_deepest / R_1": {n: estimate(t, "fall") for n, t in top.items()},
             "mean |alpha - 1|, top-16 minus top-2": deviation_gap}
 
@@ -169,14 +172,19 @@ STATUS = {True: "reproduced", False: "not reproduced", None: "inconclusive"}
 def judge(curves, dim: int, key_dim: int) -> dict:
     """C4's core (inverse-depth decay) on one sweep of a user's, by the very tables and rule that judge
     notebook 03's sweeps: `curves` has columns depth, seed, loss (one row each), depth 1 among the
-    depths. Returns {"status", "primary", "alpha" (value, ci95, or None), "problem", "fall", ...}."""
+    depths. Returns {"status", "primary", "alpha" (value, ci95, or None), "problem", "shape",
+    "window", "fall", "estimands" (each value and ci95, or why not), ...}."""
     df = curves.assign(key_dim=key_dim)
     row = exponents.exponent_fits(estimates.estimate_table(df, ["key_dim"]), df, ["key_dim"], dim).iloc[0]
     alpha, fall = exponents.exponent(row), estimate(row, "fall")
     interval = lambda e: {"value": e.value, "ci95": list(e.ci95) if e.has_interval else None}  # noqa: E731
+    shaped = lambda v: interval(v) if not isinstance(v, str) else v  # noqa: E731
+    window = exponents.window_exponent(row)
     return {"status": STATUS[inverse_depth_decay(row)], "primary": row["primary"],
             "alpha": None if alpha is None else interval(alpha), "problem": row["primary_problem"] or None,
+            "shape": exponents.shape_text(row),
+            "shape_reading": exponents.power_law(row, alpha and within(alpha, 1.0, ALPHA_TOL))[1] or None,
+            "window": {"from": int(row["window_start"]), **(interval(window) if window else {"value": None, "ci95": None})},
             "knee_depth": int(row["knee_depth"]), "fall": interval(fall), "n_seeds": int(row["n_seeds"]),
             "depths": int(row["depths"]), "tolerance": ALPHA_TOL, "fall_below": DEPTH_FALL,
-            "sensitivity": {label: interval(estimate(row, f"alpha_{name}")) for name, label in exponents.MODELS.items()
-                            if not row[f"{name}_problem"]}}
+            "estimands": {name: shaped(exponents.estimand(row, col)) for name, col in exponents.ESTIMANDS.items()}}

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..analysis.exponents import exponent
-from . import near_one
+from ..analysis.exponents import estimand, exponent, power_law, window_exponent
+from . import near_one, within
 from .difficult import ALPHA_TOL  # the criteria's tolerance for "alpha near 1"
 
 
@@ -72,33 +72,76 @@ def _primary(row: dict) -> str:
     return f"not identified ({row.get('primary_problem')})" if e is None else _interval(row, "alpha_primary")
 
 
-def _fit(row: dict, name: str) -> str:
-    chi2 = row.get(f"chi2_{name}")
-    return _interval(row, f"alpha_{name}") + ("" if chi2 is None else f" ({chi2:.3g})")
-
-
 C4_SETTING = "notebook 03, d = 16, P = 64, isotropic spectrum; m = lcm(d, k)/k, the knee"  # what c4_table shows
+SLICE = "paper_slice"  # the profile that runs C4's main sweep at the paper's (d, P) on a CPU (outputs/paper_slice/)
 
 
-def c4_table(base: Path) -> str:
-    """Notebook 03's headline exponents at the isotropic spectrum (the first), per key_dim: the
-    knee m, the primary model and its alpha [95 % over seeds], both fits' alpha with chi^2 per degree
-    of freedom, and the knee R_m / R_1."""
-    r = results(base, "03_difficult")
+def _estimand(row: dict, name: str) -> str:
+    """One estimand as a cell: 'value [lo, hi]' (with chi^2/dof for a fit), or 'not identified (why)'."""
+    v, chi2 = estimand(row, name), row.get(f"chi2_{name}")
+    if isinstance(v, str):
+        return v
+    return f"{v.value:.2f} [{v.ci95[0]:.2f}, {v.ci95[1]:.2f}]" + (f" ({chi2:.3g})" if chi2 is not None else "")
+
+
+def _check(row: dict) -> str:
+    """What C4's exponent check reads on a sweep: within or outside the tolerance, or why undecided."""
+    e = exponent(row)
+    raw = None if e is None else within(e, 1.0, ALPHA_TOL)
+    _, why = power_law(row, raw)
+    verdict = near_one(row, ALPHA_TOL)
+    if verdict is not None:
+        return f"{'within' if verdict else 'outside'} {ALPHA_TOL} of 1" + (f": {why}" if why else "")
+    if why:
+        return f"undecided: {why}"
+    if e is None:
+        return f"undecided: not identified ({row.get('primary_problem')})"
+    return "undecided: " + ("straddles the tolerance" if raw is None else "flips when refitted from twice its first depth")
+
+
+def c4_table(base: Path, notebook: str = "03_difficult") -> str:
+    """Notebook 03's headline exponents at its first spectrum, per key_dim: the knee m, the seeds,
+    the primary model's alpha [95 %] and what the check reads of it (the shape test and the refit
+    from twice the first depth included), then the three estimands (the paper's, over every depth;
+    the tail beyond the knee; the floor-free slope), each fit's chi^2 per degree of freedom, and
+    the knee R_m / R_1."""
+    r = results(base, notebook)
     rows = (r or {}).get("numbers", {}).get("table1", [])
     if not rows:
         return ""
     first = (rows[0]["input_exponent"], rows[0]["task_exponent"])
-    out = ("| k | m | primary model | alpha (primary) | all depths (chi^2/dof) | tail L >= m (chi^2/dof) | R_m / R_1 | seeds |\n"
-           "|---|---|---|---|---|---|---|---|\n")
+    dim = (r.get("parameters") or {}).get("dim", 16)
+    out = ("| k | m | seeds | alpha (primary model) | the check | all depths, the paper's (chi^2/dof) | "
+           "tail L >= m (chi^2/dof) | floor-free, L >= m | refit from 2 x first depth | R_m / R_1 |\n" + "|---" * 10 + "|\n")
     for x in rows:
         if (x["input_exponent"], x["task_exponent"]) != first:
             continue
-        knee, full = x.get("knee"), x["key_dim"] >= 16
-        out += (f"| {x['key_dim']} | {x.get('knee_depth', '')} | {x.get('primary', '')} | {_primary(x)} | "
-                f"{_fit(x, 'all')} | {'full rank' if full else _fit(x, 'tail')} | "
-                f"{'' if knee is None else f'{knee:.2f}'} | {x['n_seeds']} |\n")
+        knee, full = x.get("knee"), x["key_dim"] >= dim
+        window = window_exponent(x)
+        refit = f"L >= {x.get('window_start')}: {window.value:.2f} [{window.ci95[0]:.2f}, {window.ci95[1]:.2f}]" if window else "-"
+        out += (f"| {x['key_dim']} | {x.get('knee_depth', '')} | {x['n_seeds']} | {_primary(x)} ({x.get('primary', '')}) | "
+                f"{_check(x)} | {_estimand(x, 'all')} | {'full rank' if full else _estimand(x, 'tail')} | "
+                f"{_estimand(x, 'floor_free')} | {refit} | {'' if knee is None else f'{knee:.2f}'} |\n")
     return out
+
+
+def statuses(records: list[dict]) -> dict[str, str]:
+    """{claim id: its status, with the status in each regime where it is judged per regime}."""
+    def one(c):
+        regimes = c.get("regimes") or {}
+        return c["status"] + (" (" + "; ".join(f"{k}: {v['status']}" for k, v in regimes.items()) + ")" if regimes else "")
+    return {c["id"]: one(c) for c in records}
+
+
+def slice_comparison(base: Path, notebook: str = "03_difficult") -> str:
+    """The claims notebook 03 judges, quick profile against paper_slice (base / SLICE), one row each;
+    empty where paper_slice has not run."""
+    quick, other = results(base, notebook), results(base / SLICE, notebook)
+    if not quick or not other:
+        return ""
+    q, o = statuses(quick.get("claims", [])), statuses(other.get("claims", []))
+    out = "| claim | quick: d = 16, P = 64 | paper_slice: d = 32, P = 128 |\n|---|---|---|\n"
+    return out + "".join(f"| {cid} | {q.get(cid, '-')} | {o.get(cid, '-')} |\n" for cid in dict.fromkeys([*q, *o]))
 
 
 def regime_table(base: Path) -> str:

@@ -63,11 +63,20 @@ def run(args) -> int:
     out = judge(read_curves(args.curves), args.dim, args.key_dim)
     if args.json and not write_json(out, args.json, "the verdict"):
         return 1
-    interval = lambda e: f"{e['value']:.3g}" + (f" [{e['ci95'][0]:.3g}, {e['ci95'][1]:.3g}]" if e["ci95"] else "")
-    alpha = interval(out["alpha"]) if out["alpha"] else f"not identified ({out['problem']})"
-    others = ", ".join(f"{name} {interval(e)}" for name, e in out["sensitivity"].items())
-    print(f"inverse-depth decay (C4's core): {out['status']}\n  alpha {alpha}, primary model {out['primary']} "
-          f"(m = {out['knee_depth']}); |alpha - 1| <= {out['tolerance']} needed\n  R_deepest / R_1 {interval(out['fall'])}, "
-          f"below {out['fall_below']} needed; {out['n_seeds']} seeds, {out['depths']} depths\n  sensitivity: {others}",
-          file=sys.stderr if args.json == "-" else sys.stdout)
+    print(summary(out), file=sys.stderr if args.json == "-" else sys.stdout)
     return 0
+
+
+def summary(out: dict) -> str:
+    """The verdict and the numbers it read, a few lines: the deciding alpha, the shape test, the refit
+    from twice the first depth, the fall, and the three estimands (each its interval or why not)."""
+    interval = lambda e: f"{e['value']:.3g}" + (f" [{e['ci95'][0]:.3g}, {e['ci95'][1]:.3g}]" if e["ci95"] else "")  # noqa: E731
+    alpha = interval(out["alpha"]) if out["alpha"] else f"not identified ({out['problem']})"
+    window = out["window"]
+    later = interval(window) if window["value"] is not None else "not identified"
+    estimands = ", ".join(f"{name} {v if isinstance(v, str) else interval(v)}" for name, v in out["estimands"].items())
+    return (f"inverse-depth decay (C4's core): {out['status']}\n  alpha {alpha}, primary model {out['primary']} "
+            f"(m = {out['knee_depth']}); |alpha - 1| <= {out['tolerance']} needed\n"
+            f"  shape: {out['shape']}" + (f"; {out['shape_reading']}" if out["shape_reading"] else "") + "\n"
+            f"  refitted from L >= {window['from']}: {later}\n  R_deepest / R_1 {interval(out['fall'])}, "
+            f"below {out['fall_below']} needed; {out['n_seeds']} seeds, {out['depths']} depths\n  estimands: {estimands}")

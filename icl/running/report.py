@@ -50,7 +50,7 @@ def write_report(root: Path, profile: str, base: Path | None = None) -> Path:
                 answer="" if pipeline_only else the_answer(root, base),
                 glance=fill("glance", table=glance, decided_by=claims.DECIDED_BY) if rows else fill("no_results"),
                 alpha=alpha,
-                c4=fill("c4", table=c4) if c4 else "",
+                c4=fill("c4", table=c4, slice=slice_section(root, base)) if c4 else "",
                 regimes=fill("regimes", story=story, figure=figure(base, "06_regimes/regime_map.png", "regime map"),
                              table=headline.regime_table(base)) if story else "",
                 mechanism=fill("mechanism", table=mechanism, figure=figure(base, "07_mechanism/ablation.png", "ablation"))
@@ -63,6 +63,18 @@ def write_report(root: Path, profile: str, base: Path | None = None) -> Path:
         update_readme(root, fill("readme", table=claim_report.compact_table(rows, root, base, root) + "\n" if rows else "",
                                  alpha=alpha.rstrip("\n"), c4_setting=headline.C4_SETTING, c4=c4).rstrip("\n"))
     return base / "REPORT.md"
+
+
+def slice_section(root: Path, base: Path) -> str:
+    """C4 at the paper's (d, P) beside the quick profile's, where outputs/paper_slice/ holds a run."""
+    table = headline.c4_table(base / headline.SLICE)
+    if not table:
+        return ""
+    params = (headline.results(base / headline.SLICE, "03_difficult") or {}).get("parameters", {})
+    setting = (f"{len(params.get('seeds', []))} seeds, depths {min(params.get('depths', [0]))}-{max(params.get('depths', [0]))}, "
+               f"{params.get('steps')} steps, batch {params.get('batch_size')}, isotropic spectrum")
+    return fill("slice", setting=setting, report=f"{headline.SLICE}/REPORT.md", table=table,
+                claims=headline.slice_comparison(base))
 
 
 def warnings(block: str, each: list[dict]) -> str:
