@@ -407,6 +407,32 @@ for _, r in table1.iterrows():
     )
 
 # %% [markdown]
+# ### Does the exponent settle with depth?
+# The local exponent between consecutive pairs of depths (L, 2L) on the first spectrum: minus the
+# slope of log(R_L − R_2L) against log L, which fits no floor (`exponents.local_exponents`), with
+# its 95 % interval over seeds. A power law is flat here; a curve that has not settled by the
+# deepest depth drifts. The band is |α − 1| ≤ `ALPHA_TOL`; the dotted line marks the knee m.
+
+# %%
+fig, axes = plt.subplots(1, len(key_dims), figsize=(3.2 * len(key_dims), 3.0), sharey=True, squeeze=False)
+for ax, k in zip(axes[0], key_dims):
+    part = tables.part_of(frames["main"], key_dim=k, input_exponent=first[0], task_exponent=first[1])
+    local = exponents.local_table(part)
+    ax.axhspan(1 - rules.ALPHA_TOL, 1 + rules.ALPHA_TOL, color="0.9", label=f"|α − 1| ≤ {rules.ALPHA_TOL}")
+    if len(local):
+        ax.errorbar(local.depth, local.alpha, yerr=[local.alpha - local.alpha_lo95, local.alpha_hi95 - local.alpha],
+                    fmt="o-", ms=3, color=plots.TRAINED, label="local exponent (95 % over seeds)")
+    ax.axvline(exponents.knee_depth(s["dim"], k), color="0.4", ls=":", lw=1, label="knee m")
+    ax.set(xlabel="depth $L$ (between pairs)", title=f"key_dim {k}", ylim=(-0.5, 3))
+    plots.depth_axis(ax)
+axes[0][0].set_ylabel("local exponent")
+plots.legend(axes[0][-1], outside=True)
+local_png = nb.save_figure(
+    s, fig, "local_exponents",
+    "The local exponent along depth at every rank on the first spectrum (no floor fitted), with its 95 % interval over seeds.",
+)
+
+# %% [markdown]
 # ## The rank axis on the first spectrum
 # Loss over the softmax bound (1 = the best single isotropic softmax layer) at every rank, with the
 # random-subspace ensembles (dashed), and the decomposition terms A_L (individual error) and C_L

@@ -162,6 +162,18 @@ table[
 ].round(3)
 
 # %% [markdown]
+# ## Training curves
+# Every run this notebook read, its loss along training (each sweep's first seed; every run in
+# `training_curves.csv`), with the window the plateau rule reads shaded: a run still falling there
+# is dashed, and a verdict that reads it says so.
+
+# %%
+nb.save_figure(
+    s, plots.curves_of(s.read), "training_curves",
+    "Evaluation loss along training of every run this notebook read (first seed of each sweep), the plateau window shaded.",
+)
+
+# %% [markdown]
 # ## The map at a glance
 # One row per sweep, one column per depth: each square is the trained loss (mean over seeds)
 # divided by its cell's softmax bound, the best a single isotropic softmax layer does. White is the

@@ -396,6 +396,18 @@ ablation_png = nb.save_figure(
 ablation.pivot_table(index=["key_dim", "subspace"], columns="depth", values="loss").round(3)
 
 # %% [markdown]
+# ## Training curves
+# Every run this notebook read, its loss along training (each sweep's first seed; every run in
+# `training_curves.csv`), with the window the plateau rule reads shaded: a run still falling there
+# is dashed, and a verdict that reads it says so.
+
+# %%
+nb.save_figure(
+    s, plots.curves_of(s.read), "training_curves",
+    "Evaluation loss along training of every run this notebook read (first seed of each sweep), the plateau window shaded.",
+)
+
+# %% [markdown]
 # ## The decomposition in this light
 # Appendix B's terms at the deepest depth of every cell: the trained stacks' average individual
 # error A_L and shared error C_L (means over seeds), beside A and C of the untrained layers at their

@@ -145,6 +145,18 @@ df.pivot_table(index=["sweep", "model", "key_dim", "heads", "tie_layers"], colum
                values="loss").round(3)
 
 # %% [markdown]
+# ## Training curves
+# Every run this notebook read, its loss along training (each sweep's first seed; every run in
+# `training_curves.csv`), with the window the plateau rule reads shaded: a run still falling there
+# is dashed, and a verdict that reads it says so.
+
+# %%
+nb.save_figure(
+    s, plots.curves_of(s.read), "training_curves",
+    "Evaluation loss along training of every run this notebook read (first seed of each sweep), the plateau window shaded.",
+)
+
+# %% [markdown]
 # ## (a) Heads against depth in the controlled model
 # One panel per head rank k: the loss of every head count h against L·h (points: mean over seeds,
 # bars: standard error), beside the untrained ensembles of L·h subspaces of rank k (random dashed,

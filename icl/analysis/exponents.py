@@ -161,6 +161,12 @@ def local_exponents(depths, matrix: np.ndarray) -> list[dict]:
     return out
 
 
+def local_table(part: pd.DataFrame) -> pd.DataFrame:
+    """`local_exponents` of one sweep's losses frame (depth, seed, loss), as a table."""
+    return pd.DataFrame(local_exponents(*seed_matrix(part, "loss")), columns=["depth", "from", "to", "alpha", "alpha_lo68",
+                                                                              "alpha_hi68", "alpha_lo95", "alpha_hi95"])
+
+
 def read_exponent(depths, matrix: np.ndarray, m: int) -> dict:
     """The rule of this module on one sweep: {"primary": "all" | "tail", "alpha": Estimate of the
     primary fit (None when not identified), "problem": why not ('' when identified), "knee_depth": m,

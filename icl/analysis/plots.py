@@ -13,7 +13,7 @@ from matplotlib.ticker import FuncFormatter
 
 from . import exponents
 from .intervals import seed_matrix
-from .tables import SPECTRUM, fit_curve, seed_means, spectrum_label
+from .tables import CURVE_KEYS, SPECTRUM, fit_curve, seed_means, spectrum_label
 
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 # One colour per concept in every notebook (Okabe-Ito; references in grey and black).
@@ -161,13 +161,17 @@ def plain_ticks(ax) -> None:
 
 
 def training_curves(ax, results: list[dict], title: str = "") -> None:
-    """Evaluation loss along training, one line per depth (colour = depth)."""
+    """Evaluation loss along training, one line per depth (colour = depth), with the window the
+    plateau rule reads (the last 20 % of steps) shaded and a run that had not stopped falling in it
+    drawn dashed."""
+    if results:
+        ax.axvspan(0.8 * results[0]["config"]["steps"], results[0]["config"]["steps"], color="0.9", label="plateau window")
     depths = sorted({r["config"]["depth"] for r in results})
     cmap = plt.get_cmap("viridis", max(2, len(depths)))
     for r in results:
         c = r["loss_curve"]
         k = depths.index(r["config"]["depth"])
-        ax.plot(np.maximum(c["step"], 1), c["loss"], color=cmap(k), lw=1, alpha=0.8,
+        ax.plot(np.maximum(c["step"], 1), c["loss"], color=cmap(k), lw=1, alpha=0.8, ls="-" if r["converged"] else "--",
                 label=f"L = {r['config']['depth']}" if r["config"]["seed"] == results[0]["config"]["seed"] else None)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -216,13 +220,27 @@ def curve_panels(groups: dict[str, list[dict]]):
     """Training curves, one panel per title -> results (every depth of every seed is drawn), in rows
     of at most MAX_COLUMNS sharing the loss axis; one legend of the depths; returns the figure."""
     fig, axes = panel_grid(len(groups), 3.2, 3.0, sharey=True)
-    for i, (ax, (title, rs)) in enumerate(zip(axes, groups.items())):
+    for ax, (title, rs) in zip(axes, groups.items()):
         training_curves(ax, rs, title)
         if ax.get_subplotspec().colspan.start:
             ax.set_ylabel("")  # the shared loss axis is labelled once per row, on the left
     handles, labels = axes[0].get_legend_handles_labels()  # the depths: the same in every panel
-    fig.legend(handles, labels, loc="outside right upper")
+    fig.legend([*handles, plt.Line2D([], [], color="0.3", ls="--", lw=1)], [*labels, "not at its plateau"], loc="outside right upper")
     return fig
+
+
+SHORT = dict(context_length="P", key_dim="k", dim="d", input_exponent="a", task_exponent="b", top_k="top", tie_layers="loop")
+
+
+def curves_of(results: list[dict]):
+    """`curve_panels` of every run a notebook read (`Settings.read`): one panel per sweep, named by
+    the config fields that vary among them (but depth and seed), each sweep's first seed."""
+    keys = [k for k in CURVE_KEYS if k not in ("depth", "seed") and len({str(r["config"].get(k)) for r in results}) > 1]
+    groups: dict[str, list[dict]] = {}
+    for r in results:
+        title = ", ".join(f"{SHORT.get(k, k)} {r['config'].get(k)}" for k in keys) or "every run"
+        groups.setdefault(title, []).append(r)
+    return curve_panels({t: [r for r in rs if r["config"]["seed"] == rs[0]["config"]["seed"]] for t, rs in groups.items()})
 
 
 def sweep_with_bounds(ax, part: pd.DataFrame, b: dict, title: str) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 
 BETTER = 2.0  # an alternative whose AIC is lower than the power law's by more than this fits better
 DECISIVE = 10.0  # an exponential lower by more than this: the curve is not a power law
@@ -35,7 +36,14 @@ def log_corrected(x) -> np.ndarray:
 
 
 def best_rss(basis: np.ndarray, R: np.ndarray) -> float:
-    """The least log-space RSS of R_L = L0 + c b_L over candidate shapes b (rows of `basis`), L0,
+    """The least of `each_rss` (inf where no candidate fits)."""
+    rss = each_rss(basis, R)
+    rss = rss[np.isfinite(rss)]
+    return float(rss.min()) if len(rss) else math.inf
+
+
+def each_rss(basis: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """The log-space RSS of R_L = L0 + c b_L for each candidate shape b (rows of `basis`), L0,
     c >= 0. For a fixed shape the model is linear in (L0, c): each candidate is solved in closed
     form by least squares on relative residuals (R - model) / R, which is log R - log model to first
     order, and scored by its exact log-space RSS. Vectorised over candidates: no iterative solver."""
@@ -51,18 +59,22 @@ def best_rss(basis: np.ndarray, R: np.ndarray) -> float:
         flat = ~(c > 0)  # no fall: the best constant
         L0, c = np.where(flat, y1 / s11, L0), np.where(flat, 0.0, c)
         model = L0[:, None] + c[:, None] * np.atleast_2d(basis)
-        rss = np.sum((np.log(R) - np.log(np.maximum(model, 1e-300))) ** 2, 1)
-    rss = rss[np.isfinite(rss)]
-    return float(rss.min()) if len(rss) else math.inf
+        return np.sum((np.log(R) - np.log(np.maximum(model, 1e-300))) ** 2, 1)
 
 
 def exponential_rss(L, R) -> float:
-    """The exponential approach's RSS: decay lengths from 1e-3 to 1e3 times the window's span on a
-    fine logarithmic grid (steps of 2 %), the floor and scale solved at each."""
+    """The exponential approach's RSS: the decay length searched on a logarithmic grid from 1e-3 to
+    1e3 times the window's span, then refined between the best point's neighbours (Brent's method),
+    the floor and scale solved at each."""
     L, R = np.asarray(L, float), np.asarray(R, float)
     span = max(L[-1] - L[0], 1.0)
-    lam = span * np.logspace(-3, 3, 700)
-    return best_rss(np.exp(-(L[None, :] - L[0]) / lam[:, None]), R)
+    grid = np.log(span) + np.linspace(-3, 3, 121) * math.log(10)  # log decay lengths
+    shape = lambda loglam: np.exp(-(L[None, :] - L[0]) / np.exp(np.atleast_1d(loglam))[:, None])  # noqa: E731
+    each = np.where(np.isfinite(rss := each_rss(shape(grid), R)), rss, np.inf)
+    i = int(np.argmin(each))
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    refined = minimize_scalar(lambda g: best_rss(shape(g), R), bounds=(lo, hi), method="bounded", options={"xatol": 1e-6})
+    return float(min(each[i], refined.fun))
 
 
 def log_corrected_rss(L, R, m: float) -> float:

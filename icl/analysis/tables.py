@@ -297,3 +297,26 @@ def losses_frame(results: list[dict]) -> pd.DataFrame:
                      "subspace": c.get("subspace", "learned"),
                      **{k: sub.get(k) for k in SUBSPACE_COLUMNS if sub}})
     return pd.DataFrame(rows)
+
+
+# What names a run in training_curves.csv: the config fields the notebooks vary (the rest are fixed
+# by the notebook's parameters, in its results.json).
+CURVE_KEYS = ("model", "task", "top_k", "dim", "context_length", "key_dim", "heads", "tie_layers", "subspace",
+              "input_exponent", "task_exponent", "depth", "seed", "steps", "batch_size", "learning_rate")
+
+
+def curves_frame(results: list[dict]) -> pd.DataFrame:
+    """One row per evaluation along training of every run (each run once): its CURVE_KEYS, the
+    step and the loss, and whether the run ended at its plateau (the window a verdict reads is its
+    last 20 % of steps)."""
+    rows, seen = [], set()
+    for r in results:
+        c = r["config"]
+        key = tuple(c.get(k) for k in CURVE_KEYS)
+        if key in seen:
+            continue
+        seen.add(key)
+        ident = {k: c.get(k) for k in CURVE_KEYS}
+        rows += [{**ident, "step": step, "loss": loss, "converged": r["converged"]}
+                 for step, loss in zip(r["loss_curve"]["step"], r["loss_curve"]["loss"])]
+    return pd.DataFrame(rows, columns=[*CURVE_KEYS, "step", "loss", "converged"])

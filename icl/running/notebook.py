@@ -14,12 +14,13 @@ import math
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ..analysis import tables
 from ..analysis.grids import Parameters, config_from
 from ..claims import round_numbers
 from ..core.config import ConfigError, RunConfig, check_threads, excerpt
@@ -85,6 +86,7 @@ class Settings:
     root: Path
     output_dir: Path
     cache: RunCache | None
+    read: list = field(default_factory=list)  # every finished run `run` returned: training_curves.csv
 
     @property
     def values(self) -> dict:
@@ -110,7 +112,9 @@ class Settings:
         results = run_sweep(cfgs, cache, progress=self.values.get("progress", True))
         for line in diverged(results):  # the analyses read finished runs only
             print(f"left out: {line}", file=sys.stderr)
-        return [r for r in results if not is_diverged(r)]
+        finished = [r for r in results if not is_diverged(r)]
+        self.read.extend(finished)
+        return finished
 
     def path(self, name: str) -> Path:
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -202,7 +206,11 @@ def save_table(s: Settings, df: pd.DataFrame, name: str) -> str:
 
 
 def write_results(s: Settings, numbers: dict) -> str:
-    """results.json: the parameters, every fitted number and the claim verdicts."""
+    """results.json: the parameters, every fitted number and the claim verdicts; and, where the
+    notebook read runs, training_curves.csv: every run's loss along training, so that a reader
+    checks convergence without the run cache."""
+    if s.read:
+        tables.curves_frame(s.read).to_csv(s.path("training_curves.csv"), index=False, float_format="%.6g")
     payload = {"parameters": s.values, "provenance": files.provenance(s.values.get("device")),
                "numbers": round_numbers(numbers, 6), "claims": s.claims}
     path = s.path("results.json")
