@@ -164,12 +164,10 @@ def near_one(row, tol: float) -> bool | None:
     where another shape fits better, or as well and says otherwise); inconclusive where the primary
     fit does not identify alpha (its digits are not read) or where the check flips when the fit
     starts at twice its first depth (`exponents.window_exponent`)."""
-    e = exponent(row)
+    e, window = exponent(row), window_exponent(row)
     read = None if e is None else within(e, 1.0, tol)
-    read, _ = power_law(row, read)
-    window = window_exponent(row)
     later = None if window is None else within(window, 1.0, tol)
-    return None if {read, later} == {True, False} else read
+    return power_law(row, None if {read, later} == {True, False} else read)[0]
 
 
 def at_plateau(*runs) -> bool | None:

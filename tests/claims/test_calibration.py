@@ -44,3 +44,35 @@ def test_a_tail_too_short_to_fit_is_not_identified():
     out = difficult.judge(exact(1.0, shape="k=4", depths=(1, 2, 3, 4, 8, 16)), 16, 4)  # tail 4, 8, 16: 3 depths
     assert out["status"] == "inconclusive" and out["alpha"] is None
     assert out["problem"].startswith("fewer than 4 depths")
+
+
+@pytest.mark.parametrize("shape", ["k=4", "k=8", "k=12"])
+def test_an_exponential_approach_with_no_power_law_in_it_is_never_reproduced(shape):
+    k = calibration.SHAPES[shape].key_dim
+    exact_exp = calibration.sweep(calibration.SHAPES[shape], None, QUICK, 5, 0.0, 0.0, np.random.default_rng(0),
+                                  family="exponential")
+    out = difficult.judge(exact_exp, 16, k)
+    assert out["status"] == "not reproduced" and out["shape_reading"].startswith("not a power law")
+    noisy = calibration.study(calibration.SHAPES[shape], QUICK, 5, 0.0066, 0.018, draws=5, family="exponential")
+    assert noisy["reproduced"].iloc[0] == 0
+
+
+def test_a_verdict_that_flips_when_the_fit_starts_later_is_inconclusive():
+    from icl.claims import near_one
+
+    row = {"alpha_primary": 1.0, "alpha_primary_lo95": 0.95, "alpha_primary_hi95": 1.05, "n_seeds": 5,
+           "primary_problem": "", "alpha_window": 0.5, "alpha_window_lo95": 0.45, "alpha_window_hi95": 0.55,
+           "window_problem": "", "gain_exponential": -50.0, "gain_log_corrected": -50.0}
+    assert near_one(row, 0.25) is None
+    assert near_one({**row, "alpha_window": 1.0, "alpha_window_lo95": 0.9, "alpha_window_hi95": 1.1}, 0.25) is True
+    assert near_one({**row, "window_problem": "fewer than 4 depths from L = 8"}, 0.25) is True
+    assert near_one({**row, "gain_exponential": 11.0}, 0.25) is False  # the core can fail on its shape alone
+
+
+@pytest.mark.slow  # about ten seconds
+def test_a_smooth_knee_rarely_reads_the_opposite_of_its_asymptotic_exponent():
+    for alpha in (0.5, 1.0):
+        t = calibration.study(calibration.SHAPES["k=4"], QUICK, 5, 0.0066, 0.018, draws=10, alphas=(alpha,),
+                              family="smooth knee")
+        wrong = calibration.truth("smooth knee", alpha, difficult.ALPHA_TOL)[1]
+        assert t[wrong].iloc[0] <= 0.1
