@@ -309,6 +309,11 @@ def estimand(row, name: str) -> Estimate | str:
     return e
 
 
+def estimands_of(row) -> dict:
+    """{estimand: `estimand`} of one sweep's row."""
+    return {name: estimand(row, col) for name, col in ESTIMANDS.items()}
+
+
 def estimands(table: pd.DataFrame) -> dict:
     """{estimand: {'(a, b) = (..)': `estimand`}} for every row of the table."""
     return {name: {spectrum_label(r.input_exponent, r.task_exponent): estimand(r, col) for _, r in table.iterrows()}

@@ -12,6 +12,7 @@ carries the paper's statement; the others are secondary (`icl.claims.verdict`).
 from __future__ import annotations
 
 from ..analysis.estimates import estimate
+from ..analysis import exponents
 from ..analysis.exponents import recorded
 from . import Rules, above, below, every, near_one, within
 
@@ -32,9 +33,11 @@ TEXT = {
 }
 CRITERIA = {
     "C7": f"core: every sweep has R_deepest / R_{{reference_depth}} < 1 and |alpha - 1| <= {ALPHA_TOL} for the "
-          f"primary model (notebook 03's rule); secondary: A_L and C_L change < {LEVEL_TOL:.0%} over the last doubling of depth; 95 % "
+          f"primary model (notebook 03's rule: its power law tested against an exponential and a log-corrected 1/L, "
+          f"refitted from twice its first depth); secondary: A_L and C_L change < {LEVEL_TOL:.0%} over the last doubling of depth; 95 % "
           "intervals over seeds",
-    "C8": f"core: top-2 R_deepest / R_{{reference_depth}} < 1 and |alpha - 1| <= {ALPHA_TOL} for the primary model; "
+    "C8": f"core: top-2 R_deepest / R_{{reference_depth}} < 1 and |alpha - 1| <= {ALPHA_TOL} for the primary model "
+          "(notebook 03's rule); "
           f"secondary: top-{{wide_top_k}}: R_deepest / R_{{reference_depth}} > {1 - FLAT_GAIN}; u span > {U_SPAN} "
           f"(top-2), <= {U_SPAN} (top-{{wide_top_k}}); top-{{wide_top_k}} mean u within {U_TOL} of {PAPER_U}; "
           f"self-attention mass >= {IDENTITY_MASS} (top-2), <= {BROAD_MASS} (top-{{wide_top_k}}); 95 % intervals over "
@@ -87,8 +90,8 @@ def c8(top2, wide, u_top2, u_wide) -> dict:
 
 def c7_numbers(table) -> dict:
     """What C7's checks read, per sweep, for the record (results.json, REPORT)."""
-    return {sweep_name(r): {"alpha (primary model)": recorded(r), "alpha, all depths": estimate(r, "alpha_all"),
-                            "tail alpha (L >= m)": estimate(r, "alpha_tail"), "R_deepest / R_ref": estimate(r, "fall_beyond"),
+    return {sweep_name(r): {"alpha (primary model)": recorded(r), **exponents.estimands_of(r),
+                            "R_deepest / R_ref": estimate(r, "fall_beyond"),
                             "A_L change": estimate(r, "A_change"), "C_L change": estimate(r, "C_change"),
                             "converged": bool(r.trained_to_plateau)} for _, r in table.iterrows()}
 
@@ -98,7 +101,7 @@ def c8_numbers(top2, wide, u_top2, u_wide) -> dict:
     the span and mean of the update scalars and the deepest model's self-attention mass."""
     out = {}
     for r, u in ((top2, u_top2), (wide, u_wide)):
-        out[f"top-{int(r.top_k)}"] = {"alpha (primary model)": recorded(r), "alpha, all depths": estimate(r, "alpha_all"),
+        out[f"top-{int(r.top_k)}"] = {"alpha (primary model)": recorded(r), **exponents.estimands_of(r),
                                       "R_deepest / R_ref": estimate(r, "fall_beyond"),
                                       "u span": estimate(u, "u_span"), "u mean": estimate(u, "u_mean"),
                                       "self mass": estimate(u, "self_mass"), "converged": bool(r.trained_to_plateau)}

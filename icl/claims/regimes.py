@@ -5,6 +5,7 @@ core check (CORE) carries its statement; the others are secondary (`icl.claims.v
 from __future__ import annotations
 
 from ..analysis.estimates import estimate
+from ..analysis import exponents
 from ..analysis.exponents import recorded
 from ..analysis.regimes import by_cell, cell_name
 from . import Rules, above, below, every, near_one, within
@@ -26,7 +27,7 @@ CRITERIA = {
     "R2": f"core: R_deepest / R_1 > {FLAT_FALL}; secondary: R_deepest / mixture bound > {1 - MIXTURE_TOL:.2f}; in "
           "every full-rank cell",
     "R3": f"core: R_deepest / R_1 < {FLAT_FALL} and |alpha - 1| <= {ALPHA_TOL} for the primary model (notebook 03's "
-          "rule); secondary: "
+          "rule, its power law tested first); secondary: "
           f"(R_1 - R_deepest) / (R_1 - bound) > {GAP_CLOSED}; every rank-limited cell",
 }
 RULES = Rules(TEXT, CRITERIA, CORE)
@@ -70,5 +71,6 @@ def r2_numbers(full) -> dict:
 
 def r3_numbers(limited) -> dict:
     return {"alpha (primary model)": {cell_name(r): recorded(r) for _, r in limited.iterrows()},
-            "alpha, all depths": by_cell(limited, "alpha_all"), "tail alpha (L >= m)": by_cell(limited, "alpha_tail"),
+            **{name: {cell_name(r): exponents.estimand(r, col) for _, r in limited.iterrows()}
+               for name, col in exponents.ESTIMANDS.items()},
             "R_deepest / R_1": by_cell(limited, "fall"), "gap to the bound closed": by_cell(limited, "gap_closed")}
