@@ -530,6 +530,7 @@ rules.record(
         "R_L / repeated update": {sp: r["repeated"] for sp, r in over_refs.items()},
         "converged": bool(df.converged.all()),
         "diverged runs": int(df.diverged.sum()),
+        **rules.budget_note(checks["C1"][PLATEAU], df.plateau),
     },
     depth_png,
 )
@@ -541,6 +542,7 @@ rules.record(
         "spectrum": mode_spec,
         **mode_numbers,
         "convergence depth strongest/weakest": [conv_trained[0], conv_trained[-1]],
+        **rules.budget_note(checks["C6a"][PLATEAU], parts[tuple(mode_spec)].plateau),
     },
     modes_png,
 )

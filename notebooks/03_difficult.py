@@ -121,8 +121,15 @@ key_dims, primary = s["key_dims"], s["key_dims"][0]
 # reads that model's α with its interval; the other fit is shown beside it as sensitivity, never as
 # a veto. An α the primary fit does not identify (a floor on its bound, a standard error above α,
 # fewer than four depths, one seed) is printed as "not identified" and the check is inconclusive.
-# Simulated curves of known exponent, built like these, come back with their true verdict in
-# docs/statistics.md's calibration table.
+# *Since the fourth rerun* (issue 54), before α is read: its interval is widened by sqrt(χ²/dof)
+# where the fit scatters more than the seeds do; an exponential approach and a log-corrected 1/L
+# are fitted on the same depths, and an exponential better by more than 10 in AIC fails the check
+# (not a power law), an alternative better by more than 2, or as good and saying otherwise, leaves it
+# inconclusive; and a check that flips when the fit starts at twice its first depth is
+# inconclusive. Printed beside it, never deciding: α over every depth (the paper's estimand), the
+# tail's, and a floor-free slope of log(R_L − R_2L) over the tail. Simulated curves of known
+# exponent and the shapes a referee proposes, built like these, come back with their true verdict
+# in docs/statistics.md's calibration table.
 #
 # **How sure a number is.** Every number a check reads comes with its 95 % interval over seeds: the
 # jackknife's standard error times Student's t with n − 1 degrees of freedom (`icl.intervals`; the

@@ -133,7 +133,9 @@ _ = s.config(top_k=K)  # stops here if the context is too short for the broad ta
 # **The exponent rule** (since the third rerun; docs/history.md): α is the primary model's of
 # notebook 03 (one power law over every depth where its χ² test passes, else the tail L ≥ m,
 # m = lcm(d, k)/k), with its interval over seeds; an α the primary fit does not identify leaves
-# the check inconclusive (`icl.exponents`).
+# the check inconclusive (`icl.exponents`). Since the fourth rerun its power law is tested first
+# against an exponential approach and a log-corrected 1/L, and refitted from twice its first depth
+# (notebook 03's criteria say how).
 #
 # **C7** (shared stream and untied values, top-2), for each model and spectrum:
 # 1. the loss falls beyond moderate depth;

@@ -105,7 +105,8 @@ pd.DataFrame([{**vars(c), "depths": f"1-{max(depths_of(c))}"} for c in cells])
 # the threshold, fails when it is wholly on the other side, and is inconclusive otherwise. An
 # exponent is the primary model's of notebook 03 (one power law over every depth where its χ² test
 # passes, else the tail L ≥ m, m = lcm(d, k)/k; since the third rerun), with its interval over
-# seeds; one the primary fit does not identify leaves its check inconclusive (`icl.exponents`). Each claim has a **core** check:
+# seeds; one the primary fit does not identify leaves its check inconclusive (`icl.exponents`); since the
+# fourth rerun its power law is tested first, as notebook 03's criteria say. Each claim has a **core** check:
 # not reproduced when it fails, reproduced when it and every other check hold, partly reproduced
 # when it holds and another does not, inconclusive when it is (since the second rerun; before it a
 # claim was partly reproduced when some checks held; docs/history.md). Three claims of ours, each

@@ -22,6 +22,19 @@ SPECTRUM_GAP = 0.1  # C1 (c): two spectra's exponents "differ" when they are thi
 REF_TOL = 0.05  # C1 (b): the trained loss within 5 % of the band between the two reference curves
 
 CORE = {"C1": "between references", "C6a": "strong modes first (training)", "C2": "near zero"}
+# Why the quick profile does not decide C1 and C6a where runs they read were still falling: their
+# records say it beside the largest fall a run had over its last 20 % of steps.
+UNDECIDED = ("the deepest linear runs keep falling as long as this CPU can train them: no budget tried (more steps, "
+             "larger batches, lower rates, a steeper depth exponent: docs/training_protocol.md, sections 7 and 11) "
+             "brought them to their plateau, so the quick profile cannot decide it")
+
+
+def budget_note(plateau_check, falls) -> dict:
+    """What a C1 or C6a record adds where its runs had not all reached their plateau: UNDECIDED and
+    the largest relative fall over a run's last 20 % of steps (`falls`: the runs' plateau column)."""
+    if plateau_check is True:
+        return {}
+    return {"why undecided": UNDECIDED, "largest fall over the last 20 % of steps": float(max(falls))}
 
 
 TEXT = {
