@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.exponents import exponent, power_law, window_exponent
+from ..analysis.exponents import ESTIMANDS, estimand, exponent, power_law, window_exponent
 from ..analysis.grids import Parameters
 from ..analysis.intervals import Estimate
 
@@ -168,6 +168,18 @@ def near_one(row, tol: float) -> bool | None:
     read = None if e is None else within(e, 1.0, tol)
     later = None if window is None else within(window, 1.0, tol)
     return power_law(row, None if {read, later} == {True, False} else read)[0]
+
+
+def read_otherwise(row, tol: float) -> str:
+    """The estimands (`exponents.ESTIMANDS`) whose own |alpha - 1| <= tol check gives the opposite
+    definite answer to the deciding one (`near_one`), as 'name: holds' / 'name: fails', or 'none'."""
+    decided = near_one(row, tol)
+    if decided is None:
+        return "none (the deciding check is undecided)"
+    other = {name: within(e, 1.0, tol) for name, col in ESTIMANDS.items()
+             if isinstance(e := estimand(row, col), Estimate)}
+    out = [f"{name}: {'holds' if v else 'fails'}" for name, v in other.items() if v is not None and v != decided]
+    return "; ".join(out) or "none"
 
 
 def at_plateau(*runs) -> bool | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..analysis import estimates, exponents, shapes
 from ..analysis.estimates import estimate
 from ..analysis.tables import spectrum_label
-from . import Rules, above, below, every, near_one, within
+from . import Rules, above, below, every, near_one, read_otherwise, within
 
 ALPHA_TOL, FLOOR_RATIO, DEPTH_FALL = 0.25, 0.7, 0.9  # C4, C10
 LINEAR_SETTLE, MC_TOL = 0.05, 0.10  # C3
@@ -140,6 +140,8 @@ def c3_numbers(table) -> dict:
 def c4_numbers(table, losses) -> dict:
     """`table`: table 1's rows at one rank; `losses`: the main sweep's runs at that rank."""
     return {"alpha (primary model)": exponents.by_spectrum(table), **exponents.estimands(table),
+            "estimands that read otherwise": {spectrum_label(r.input_exponent, r.task_exponent): read_otherwise(r, ALPHA_TOL)
+                                              for _, r in table.iterrows()},
             "knee R_m / R_1": estimates.by_spectrum(table, "knee"), "L0": estimates.by_spectrum(table, "L0"),
             "R_deepest / R_1": estimates.by_spectrum(table, "fall"),
             "floor / linear plateau": estimates.by_spectrum(table, "floor_ratio"),

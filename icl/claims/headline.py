@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from ..analysis.exponents import estimand, exponent, power_law, window_exponent
-from . import near_one, within
+from . import near_one, read_otherwise, within
 from .difficult import ALPHA_TOL  # the criteria's tolerance for "alpha near 1"
 
 
@@ -91,7 +91,9 @@ def _check(row: dict) -> str:
     _, why = power_law(row, raw)
     verdict = near_one(row, ALPHA_TOL)
     if verdict is not None:
-        return f"{'within' if verdict else 'outside'} {ALPHA_TOL} of 1" + (f": {why}" if why else "")
+        other = read_otherwise(row, ALPHA_TOL)
+        return (f"{'within' if verdict else 'outside'} {ALPHA_TOL} of 1" + (f": {why}" if why else "")
+                + ("" if other == "none" else f"; read otherwise by {other}"))
     if why:
         return f"undecided: {why}"
     if e is None:
