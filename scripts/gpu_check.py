@@ -1,6 +1,8 @@
 """The Python parts of scripts/gpu_check.sh, each a subcommand writing one JSON file, and the report:
 
   versions OUT.json                       python, torch, CUDA, the GPU, the notebook packages, the commit
+  cuts     PROFILE [NOTEBOOK ...]         the smoke's parameters (`-p KEY VALUE`, one word a line) that
+                                          the notebooks declare (icl reproduce refuses any other)
   groups   OUT.json --device D --steps N  the two groups measured on an H200 (issue 47), timed again
   compare  OUT.json --device D --steps N --seeds S
                                           one quick-shape config on the CPU and on D, several seeds:
@@ -42,6 +44,11 @@ PAPER_DEPTHS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
 QUICK = dict(model="softmax", task="difficult", top_k=2, dim=16, context_length=64, key_dim=4, batch_size=256,
              learning_rate=0.003, eval_contexts=2048, curve_contexts=256, eval_points=2)
 QUICK_DEPTHS = [1, 4, 16]
+# The smoke's cuts: `--smoke`'s small sets (plan.SMOKE), and of what is not a shape one spectrum of
+# each kind and two seeds (two: the replica path still runs). Why: docs/speed.md, "Measured on one H200".
+CUTS = {"cache_dir": None, "seeds": [0, 1], "extra_seeds": [0, 1], "context_seeds": [0, 1], "stream_seeds": [0, 1],
+        "ablation_seeds": [0, 1], "spectra": [[0.0, 0.0]], "joint_spectra": [[1.0, 1.0]], "wide_spectra": [[0.0, 0.0]],
+        "raw_spectra": [[0.0, 0.0]]}
 PACKAGES = ("numpy", "scipy", "pandas", "matplotlib", "papermill", "nbformat", "nbclient", "ipykernel", "jupytext",
             "pyyaml", "tqdm")
 
@@ -123,6 +130,16 @@ def compare(device: str, steps: int, seeds: int, depths=None, limit: float = 3.0
             "agree": all(r["agree"] for r in rows), "finals": {w: {str(L): v for L, v in f.items()} for w, f in finals.items()}}
 
 
+def cuts(profile: str, only: list[str]) -> list[str]:
+    """`-p KEY VALUE` words of SMOKE and CUTS for the keys that the profile's notebooks (or `only`) declare."""
+    from icl.running.parameters import chosen, declared_parameters
+    from icl.running.plan import SMOKE
+
+    root = Path(__file__).resolve().parents[1]
+    declared = {k for n in chosen(only or None, profile) for k in declared_parameters(root, n)}
+    return [w for k, v in {**SMOKE, **CUTS}.items() if k in declared for w in ("-p", k, json.dumps(v))]
+
+
 def versions() -> dict:
     import torch
 
@@ -159,11 +176,12 @@ def report(folder: Path) -> Path:
               "without the cuts of scripts/gpu_check.sh (every seed and spectrum, 08's loops at 4,000 steps).", ""]
     lines += table(["notebook", "status", "seconds", "issue 47 (`--smoke`, `--jobs 8`)"],
                    [[n, t.get("status", "?"), f"{t.get('seconds', float('nan')):.0f}", MEASURED["smoke_jobs_8"].get(n, "")]
-                    for n, t in smoke.items() if isinstance(t, dict)] or [["(did not run)", "", "", ""]]) + [""]
+                    for n, t in smoke.items() if n[:2].isdigit()] or [["(did not run)", "", "", ""]]) + [""]
     if g:
         lines += [f"## The measured groups, timed again ({g['steps']} steps after a warm-up, scaled to 400)", ""]
         lines += table(["group", "here, s per 400 steps", "replicas", f"measured ({MEASURED['date']}), s per 400 steps"],
-                       [["d 32, P 128, k 8, depths 1-256, batch 512, one seed", g["one_seed_per_400"],
+                       [[f"d 32, P 128, k 8, depths {g['depths'][0]}-{g['depths'][-1]} ({len(g['depths'])}), batch 512, "
+                         "one seed", g["one_seed_per_400"],
                          g["one_seed"]["replicas_in_pass"], MEASURED["one_seed"]],
                         [f"the same, {g['seeds']} seeds", g["many_seeds_per_400"], g["many_seeds"]["replicas_in_pass"],
                          MEASURED["five_seeds"]]]) + [""]
@@ -182,8 +200,9 @@ def report(folder: Path) -> Path:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=("versions", "groups", "compare", "report"))
-    p.add_argument("path")
+    p.add_argument("what", choices=("versions", "cuts", "groups", "compare", "report"))
+    p.add_argument("path", help="the JSON file to write; cuts: the profile; report: the folder")
+    p.add_argument("only", nargs="*", help="cuts: the notebooks run (default: the profile's)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--seeds", type=int, default=5)
@@ -191,6 +210,9 @@ def main(argv=None) -> int:
     p.add_argument("--depths", type=lambda s: [int(x) for x in s.split(",")], default=None,
                    help="comma-separated depths instead of the paper group's (a test's tiny run)")
     a = p.parse_args(argv)
+    if a.what == "cuts":
+        print("\n".join(cuts(a.path, a.only)))
+        return 0
     if a.what == "report":
         print(report(Path(a.path)).read_text())
         return 0

@@ -58,12 +58,9 @@ say "[1/5] versions"
 "$PY" scripts/gpu_check.py versions "$OUT/versions.json" || fail versions
 
 say "[2/5] every notebook of the $PROFILE profile for two steps on $DEVICE"
-CUTS=(-p steps 2 -p eval_contexts 64 -p curve_contexts 64 -p eval_points 2 -p mode_eval_points 2
-      -p mc_contexts 500 -p reference_contexts 50 -p fit_contexts 64 -p context_steps 2
-      -p context_eval_contexts 64 -p context_eval_points 2 -p progress false -p cache_dir null
-      -p seeds "[0, 1]" -p extra_seeds "[0, 1]" -p context_seeds "[0, 1]" -p stream_seeds "[0, 1]"
-      -p ablation_seeds "[0, 1]" -p spectra "[[0.0, 0.0]]" -p joint_spectra "[[1.0, 1.0]]"
-      -p wide_spectra "[[0.0, 0.0]]" -p raw_spectra "[[0.0, 0.0]]")
+# shellcheck disable=SC2086  # GPU_CHECK_ONLY is a list of words
+mapfile -t CUTS < <("$PY" scripts/gpu_check.py cuts "$PROFILE" $GPU_CHECK_ONLY)
+[ "${#CUTS[@]}" -gt 0 ] || { say "no smoke parameters for $PROFILE ${GPU_CHECK_ONLY:-}" >&2; exit 2; }
 rm -rf "$OUT/smoke"
 start=$(date +%s)
 # shellcheck disable=SC2086  # GPU_CHECK_ONLY is a list of words

@@ -17,6 +17,16 @@ gpu_check = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gpu_check)
 
 
+def test_the_smoke_cuts_are_parameters_of_the_notebooks_it_runs():
+    from icl.running.plan import SMOKE
+
+    words = gpu_check.cuts("paper", [])
+    keys = words[1::3]
+    assert words[::3] == ["-p"] * len(keys) and set(keys) == set(SMOKE) | set(gpu_check.CUTS)  # every one declared
+    only = gpu_check.cuts("ci", ["02_easy_nonlinear"])[1::3]
+    assert "seeds" in only and "ablation_seeds" not in only  # icl reproduce --only refuses a key no notebook declares
+
+
 def test_the_measured_groups_are_timed_on_a_device_as_replicas():
     with simulate():
         out = gpu_check.time_groups("cuda", steps=2, seeds=2, warmup=1, depths=[1, 2])
