@@ -167,12 +167,13 @@ def report(folder: Path) -> Path:
     v, g, c = read("versions.json"), read("groups.json"), read("compare.json")
     smoke = read("smoke/timings.json") or {}
     smoke_wall = (folder / "smoke_seconds.txt").read_text().strip() if (folder / "smoke_seconds.txt").exists() else "?"
-    lines = ["# GPU check", "", f"{v['date'] if v else '?'}, commit {v['commit'] if v else '?'}; issue 47's figures: "
+    total = (folder / "total_seconds.txt").read_text().strip() if (folder / "total_seconds.txt").exists() else "?"
+    lines = ["# GPU check", "", f"{v['date'] if v else '?'}, commit {v['commit'] if v else '?'}, {total} s in all; issue 47's figures: "
              f"{MEASURED['device']}, {MEASURED['date']}, commit {MEASURED['commit']}.", ""]
     if v:
         lines += table(["what", "version"], [[k, v[k]] for k in v if k not in ("date", "commit")]) + [""]
     lines += ["## Every notebook at the paper's shapes, two steps", "",
-              f"All notebooks one after another (`--jobs 1`), {smoke_wall} s in all; issue 47's smoke ran `--jobs 8` "
+              f"`--jobs {smoke.get('total', {}).get('jobs', '?')}`, {smoke_wall} s in all; issue 47's smoke ran `--jobs 8` "
               "without the cuts of scripts/gpu_check.sh (every seed and spectrum, 08's loops at 4,000 steps).", ""]
     lines += table(["notebook", "status", "seconds", "issue 47 (`--smoke`, `--jobs 8`)"],
                    [[n, t.get("status", "?"), f"{t.get('seconds', float('nan')):.0f}", MEASURED["smoke_jobs_8"].get(n, "")]

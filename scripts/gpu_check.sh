@@ -10,18 +10,18 @@
 # (default outputs/gpu_check). --cpu runs every part on the CPU (what the tests run, tiny).
 #
 # 1. versions (python, torch, CUDA, the GPU, the notebook packages, the commit);
-# 2. every notebook at the paper profile's shapes (d, P, depths, ranks, batch) for two steps, one
-#    after another, into OUT/smoke/. On the CPU a two-step smoke spends its time in the untrained
-#    subspace ensembles (`baselines.all_curves`, ~3 s a (task, rank) at depths to 256, whatever the
-#    evaluation set: 36 of them in notebook 03, more in 07) and in groups trained per seed and
-#    spectrum, not in the two steps; so beside `--smoke`'s small sets it keeps one spectrum of each
-#    kind and two seeds (two: the replica path still runs). Notebook 08's loops now follow the smoke
-#    (plan.SMOKE's context_*; they trained 4,000 steps);
+# 2. every notebook at the paper profile's shapes (d, P, depths, ranks, batch) for two steps, four
+#    at a time on a GPU (GPU_CHECK_JOBS), into OUT/smoke/. A two-step smoke spends its time not in
+#    the two steps but in the untrained subspace ensembles (`baselines.all_curves`, ~3 s a (task,
+#    rank) at depths to 256 on the host, whatever the evaluation set: 36 in notebook 03, more in
+#    07) and in groups trained per seed and spectrum; so beside `--smoke`'s small sets it keeps one
+#    spectrum of each kind and two seeds (two: the replica path still runs). Notebook 08's loops now
+#    follow the smoke too (plan.SMOKE's context_*: they trained the profile's 4,000 steps);
 # 3. issue 47's two measured groups timed again (scripts/gpu_check.py groups);
 # 4. one quick-shape config on the CPU and on the device, several seeds, compared in distribution;
 # 5. OUT/gpu_check.md, the report.
 # Sizes (the defaults are the GPU run's; tests/test_gpu_check.py shrinks them): GPU_CHECK_PROFILE,
-# GPU_CHECK_ONLY (notebooks, space-separated), GPU_CHECK_GROUP_STEPS, GPU_CHECK_GROUP_DEPTHS
+# GPU_CHECK_ONLY (notebooks, space-separated), GPU_CHECK_JOBS, GPU_CHECK_GROUP_STEPS, GPU_CHECK_GROUP_DEPTHS
 # (comma-separated), GPU_CHECK_COMPARE_STEPS, GPU_CHECK_COMPARE_SEEDS, GPU_CHECK_COMPARE_DEPTHS.
 # A part that fails is reported and the next one runs; the exit status is the first failure's.
 set -euo pipefail
@@ -32,11 +32,14 @@ if [ "${1:-}" = --cpu ]; then DEVICE=cpu; shift; fi
 OUT=$(realpath -m "${1:-${OUT:-outputs/gpu_check}}")
 PY=${PYTHON:-.venv/bin/python}
 PROFILE=${GPU_CHECK_PROFILE:-paper}
+# notebooks at once in the smoke (each one thread); the CPU's check one at a time, so that its times are a notebook's own
+JOBS=${GPU_CHECK_JOBS:-$([ "$DEVICE" = cuda ] && echo 4 || echo 1)}
 GROUP_DEPTHS=${GPU_CHECK_GROUP_DEPTHS:+--depths $GPU_CHECK_GROUP_DEPTHS}
 COMPARE_DEPTHS=${GPU_CHECK_COMPARE_DEPTHS:+--depths $GPU_CHECK_COMPARE_DEPTHS}
 # the notebook kernels import this checkout's icl, installed or not
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$OUT"
+START=$(date +%s)
 say() { echo "gpu_check: $*"; }
 status=0
 fail() { say "FAILED: $*"; [ "$status" != 0 ] || status=1; }
@@ -64,7 +67,7 @@ mapfile -t CUTS < <("$PY" scripts/gpu_check.py cuts "$PROFILE" $GPU_CHECK_ONLY)
 rm -rf "$OUT/smoke"
 start=$(date +%s)
 # shellcheck disable=SC2086  # GPU_CHECK_ONLY is a list of words
-ICL_OUTPUT_ROOT="$OUT" "$PY" -m icl reproduce --profile "$PROFILE" --device "$DEVICE" --jobs 1 --yes \
+ICL_OUTPUT_ROOT="$OUT" "$PY" -m icl reproduce --profile "$PROFILE" --device "$DEVICE" --jobs "$JOBS" --yes \
   --outputs "$OUT/smoke" ${GPU_CHECK_ONLY:+--only $GPU_CHECK_ONLY} "${CUTS[@]}" 2>&1 | tee "$OUT/smoke.log" \
   || fail "a notebook (see $OUT/smoke.log)"
 echo $(( $(date +%s) - start )) > "$OUT/smoke_seconds.txt"
@@ -80,6 +83,7 @@ say "[4/5] the CPU against $DEVICE in distribution"
   --seeds "${GPU_CHECK_COMPARE_SEEDS:-8}" $COMPARE_DEPTHS || fail "compare (the CPU and $DEVICE disagree, or it broke)"
 
 say "[5/5] the report"
+echo $(( $(date +%s) - START )) > "$OUT/total_seconds.txt"
 "$PY" scripts/gpu_check.py report "$OUT" || fail report
 say "done: $OUT/gpu_check.md"
 exit "$status"
