@@ -15,8 +15,8 @@
 #    the two steps but in the untrained subspace ensembles (`baselines.all_curves`, ~3 s a (task,
 #    rank) at depths to 256 on the host, whatever the evaluation set: 36 in notebook 03, more in
 #    07) and in groups trained per seed and spectrum; so beside `--smoke`'s small sets it keeps one
-#    spectrum of each kind and two seeds (two: the replica path still runs). Notebook 08's loops now
-#    follow the smoke too (plan.SMOKE's context_*: they trained the profile's 4,000 steps);
+#    spectrum of each kind and three seeds (gpu_check.py's CUTS says why three). Notebook 08's
+#    loops now follow the smoke too (plan.SMOKE's context_*: they trained the profile's 4,000 steps);
 # 3. issue 47's two measured groups timed again (scripts/gpu_check.py groups);
 # 4. one quick-shape config on the CPU and on the device, several seeds, compared in distribution;
 # 5. OUT/gpu_check.md, the report.
