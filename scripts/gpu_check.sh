@@ -62,7 +62,7 @@ say "[1/5] versions"
 
 say "[2/5] every notebook of the $PROFILE profile for two steps on $DEVICE"
 # shellcheck disable=SC2086  # GPU_CHECK_ONLY is a list of words
-mapfile -t CUTS < <("$PY" scripts/gpu_check.py cuts "$PROFILE" $GPU_CHECK_ONLY)
+mapfile -t CUTS < <("$PY" scripts/gpu_check.py cuts "$PROFILE" ${GPU_CHECK_ONLY:-})
 [ "${#CUTS[@]}" -gt 0 ] || { say "no smoke parameters for $PROFILE ${GPU_CHECK_ONLY:-}" >&2; exit 2; }
 rm -rf "$OUT/smoke"
 start=$(date +%s)
