@@ -18,9 +18,11 @@ from ..core.config import ConfigError, RunConfig
 from .workload import check_day, duration, estimate
 
 # What a smoke run changes, where a notebook declares the parameter: two training steps and evaluation
-# sets small enough to take seconds; every shape stays the profile's.
+# sets small enough to take seconds; every shape stays the profile's. Notebook 08's loops have their
+# own steps and evaluation (context_*): without them its smoke trained them for the profile's 4,000 steps.
 SMOKE = {"steps": 2, "eval_contexts": 64, "curve_contexts": 64, "eval_points": 2, "mode_eval_points": 2,
-         "mc_contexts": 500, "reference_contexts": 50, "fit_contexts": 64, "progress": False}
+         "mc_contexts": 500, "reference_contexts": 50, "fit_contexts": 64, "context_steps": 2,
+         "context_eval_contexts": 64, "context_eval_points": 2, "progress": False}
 
 
 def smoke_overrides(profile: str, name: str) -> dict:
