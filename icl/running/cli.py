@@ -18,7 +18,7 @@ from ..core.registry import MODELS
 from .files import DISK_FULL, disk_full, free_bytes
 from .files import write_json as write
 from .paths import check_writable
-from .workload import check_day, check_workload, size
+from .workload import check_day, check_workload, duration, size
 
 # Subcommands: those of other modules define add_arguments(parser) and run(args); this module's own
 # are in HANDLERS.
@@ -255,10 +255,18 @@ def run_bound(args) -> int:
         raise ConfigError(f"fit-contexts: {args.fit_contexts} is not allowed; it must be >= 16")
     check_output_path(args.json)
     check_bound_fits(cfg, args.depths, args.fit_contexts)  # before the contexts are drawn
-    # the spread first: a refusal for its size (timed on its first set) comes before any other work
-    spread = held_out_spread(cfg, args.eval_sets, args.fit_contexts, budget=lambda seconds: check_day(
-        seconds, args.yes, f"{args.eval_sets} evaluation sets", "give fewer --eval-sets or eval_contexts")) \
-        if args.eval_sets else None
+    if args.eval_sets:  # timed first: the estimate is printed, or a refusal for its size given, before any work
+        from .timing import eval_set_seconds  # heavy: loads torch
+
+        each = eval_set_seconds(cfg, args.fit_contexts)
+        what = f"{args.eval_sets:,} evaluation sets of {cfg.eval_contexts:,} contexts"
+        check_day(args.eval_sets * each, args.yes, what, "give fewer --eval-sets or eval_contexts")
+        print(f"icl: {what}: about {duration(args.eval_sets * each)} on this machine (a measured set of {each:.3g} s)",
+              file=sys.stderr)
+    spread = held_out_spread(cfg, args.eval_sets, args.fit_contexts) if args.eval_sets else None
+    if max(args.depths) > 64:  # deeper than the default: the subspace ensembles ran silent for up to minutes
+        print(f"icl: the bounds and subspace ensembles at depths up to {max(args.depths)}: this may take minutes",
+              file=sys.stderr)
     out = bounds(cfg, args.depths, args.fit_contexts)
     if args.json:
         write_json(out, args.json)

@@ -55,3 +55,58 @@ def test_a_huge_depth_is_one_line_naming_its_row(tmp_path, capsys, depth):
     path.write_text(f"depth,seed,loss\n1,0,1.0\n2,0,0.5\n{depth},0,0.2\n4,0,0.3\n")
     err = one_line(capsys, ["judge", str(path), "--dim", "4", "--key-dim", "2"])
     assert "row 4" in err and "-9223372036854775808" not in err
+
+
+SMALL = ["bound", "--dim", "4", "--context-length", "8", "--eval-contexts", "64", "--fit-contexts", "64", "--depths", "1"]
+
+
+def test_bound_prints_its_estimate_before_the_sets_start(capsys, monkeypatch):
+    """`bound --eval-sets` printed no estimate when it started (it was told only on a refusal)."""
+    import icl.analysis.bounds
+
+    def spread(*a, **k):
+        assert "icl: 200,000 evaluation sets of 64 contexts: about" in capsys.readouterr().err
+        raise KeyboardInterrupt  # started: stop here
+    monkeypatch.setattr(icl.analysis.bounds, "held_out_spread", spread)
+    assert main([*SMALL, "--eval-sets", "200000"]) == 130
+
+
+@pytest.mark.slow
+def test_the_eval_set_estimate_is_within_2x_of_the_sets_it_prices():
+    """Was the first set alone, cold: 3-18x apart between runs of one command."""
+    import time
+
+    from icl.analysis.bounds import held_out_spread
+    from icl.core.config import RunConfig
+    from icl.running.timing import eval_set_seconds
+
+    cfg = RunConfig.from_dict({"dim": 4, "context_length": 8, "eval_contexts": 64}, "bound")
+    each = eval_set_seconds(cfg, 64)
+    start = time.perf_counter()
+    held_out_spread(cfg, 100, 64)
+    assert 0.5 < each / ((time.perf_counter() - start) / 100) < 2
+
+
+def test_deep_bounds_say_so_before_they_start(capsys, monkeypatch):
+    """`bound --depths 1 ... 2000` was silent for 2-120 s."""
+    import icl.analysis.bounds
+
+    monkeypatch.setattr(icl.analysis.bounds, "bounds", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    assert main([*SMALL[:-1], "1", "2000"]) == 130
+    assert "depths up to 2000: this may take minutes" in capsys.readouterr().err
+
+
+def test_reproduce_prints_a_notebooks_estimate_when_it_starts(monkeypatch):
+    """`reproduce` printed none when it started a long notebook (paper 02: 7.3 h by --plan)."""
+    import icl.running.reproduce as rep
+
+    name = next(iter(rep.NOTEBOOKS))
+    monkeypatch.setattr(rep.plan, "check_work", lambda root, profile, names, *a: {n: 7.3 * 3600 for n in names})
+    monkeypatch.setattr(rep, "run_notebook", quick_notebook)
+    lines = []
+    rep.run_all(ROOT, "ci", [name], "cpu", 1, log=lines.append)
+    assert any("started: about 7.3 h of training left" in line for line in lines), lines
+
+
+def quick_notebook(root, name, params, env):  # stands in for run_notebook in the worker
+    return {"status": "ok", "seconds": 0.0, "runs_trained": 0}
