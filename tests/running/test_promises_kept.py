@@ -110,3 +110,118 @@ def test_reproduce_prints_a_notebooks_estimate_when_it_starts(monkeypatch):
 
 def quick_notebook(root, name, params, env):  # stands in for run_notebook in the worker
     return {"status": "ok", "seconds": 0.0, "runs_trained": 0}
+
+
+# --- one line or right -------------------------------------------------------------------------
+
+
+def killed_notebook(root, name, params, env):  # a worker killed by kill -9 (or the kernel's OOM killer)
+    os.kill(os.getpid(), 9)
+
+
+@pytest.mark.slow
+def test_a_killed_worker_is_one_line(capsys, monkeypatch):
+    """Was a 24-line BrokenProcessPool traceback."""
+    import icl.running.reproduce as rep
+
+    names = list(rep.NOTEBOOKS)[:2]
+    monkeypatch.setattr(rep, "destinations", lambda *a: ({}, None))
+    monkeypatch.setattr(rep.plan, "check_work", lambda root, profile, names, *a: {n: 0.0 for n in names})
+    monkeypatch.setattr(rep, "run_notebook", killed_notebook)
+    assert main(["reproduce", "--profile", "ci", "--only", *names, "--jobs", "2"]) == 1
+    err = capsys.readouterr().err.strip()  # the notebooks' started lines, then one line
+    assert "Traceback" not in err and err.splitlines()[-1].startswith("icl: error: a worker process was killed"), err
+
+
+def test_a_long_name_and_a_file_for_a_folder_are_one_line(tmp_path, capsys, monkeypatch):
+    """Were a 26-line OSError (a 300-character --outputs) and a 21-line NotADirectoryError
+    (ICL_OUTPUT_ROOT a file)."""
+    import icl.running.reproduce as rep
+
+    monkeypatch.setattr(rep, "run_all", lambda *a, **k: pytest.fail("a notebook started"))
+    only = ["reproduce", "--profile", "ci", "--only", next(iter(rep.NOTEBOOKS)), "--outputs"]
+    monkeypatch.setenv("ICL_OUTPUT_ROOT", str(tmp_path))
+    assert "File name too long" in one_line(capsys, [*only, str(tmp_path / ("x" * 300))])
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("ICL_OUTPUT_ROOT", str(tmp_path / "afile"))
+    assert "Not a directory" in one_line(capsys, [*only, str(tmp_path / "afile" / "run")])
+
+
+def test_json_to_a_stream_of_this_process_is_accepted_and_never_probed_in_dev(monkeypatch):
+    """/dev/fd/3 and /proc/self/fd/1 were refused by the parent-folder probe, which as root made a
+    file in /dev for /dev/stdout."""
+    import tempfile
+
+    from icl.core.config import ConfigError
+    from icl.running.cli import check_output_path
+
+    monkeypatch.setattr(tempfile, "mkstemp", lambda *a, **k: pytest.fail(f"probed {k.get('dir')}"))
+    read, write = os.pipe()
+    try:
+        for path in (f"/dev/fd/{write}", "/proc/self/fd/1", "/dev/stdout", "-"):
+            check_output_path(path)
+    finally:
+        os.close(read), os.close(write)
+    with pytest.raises(ConfigError, match="is not open"):
+        check_output_path(f"/dev/fd/{write}")  # closed now
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ["-", "/dev/stdout"])
+def test_json_to_a_closed_stdout_is_refused_before_the_work(tmp_path, path):
+    """`--json -` exited 0 with the result nowhere; `--json /dev/stdout` an AttributeError after the work."""
+    out = subprocess.run(f"{sys.executable} -m icl judge {curves(tmp_path / 'c.csv', 3)} --dim 4 --key-dim 2 "
+                         f"--json {path} >&-", shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "is not open" in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_a_reader_that_leaves_is_not_a_traceback(tmp_path, capsys, monkeypatch):
+    """`train --json - | head -c 10` was an 18-line BrokenPipeError."""
+    read, write = os.pipe()
+    os.close(read)
+    monkeypatch.setattr(sys, "stdout", os.fdopen(write, "w"))
+    assert main(["judge", curves(tmp_path / "c.csv", 3), "--dim", "4", "--key-dim", "2", "--json", "-"]) == 1
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_bound_exits_1_when_its_json_is_not_where_asked(tmp_path, monkeypatch):
+    """bound exited 0 (train and judge exit 1)."""
+    import icl.running.cli
+
+    monkeypatch.setattr(icl.running.cli, "write", lambda *a: None)  # it went to a fallback folder
+    assert main([*SMALL, "--json", str(tmp_path / "b.json")]) == 1
+
+
+def test_an_exponent_without_a_dot_is_a_number_in_a_list():
+    """`-p spectra '[[1e-3, 0.0]]'` was "not a list of pairs": YAML 1.1 reads 1e-3 as a string."""
+    from icl.running.sweep import load_yaml
+
+    assert load_yaml("[[1e-3, 0.0], [2E+2, 1]]", "-p spectra") == [[0.001, 0.0], [200.0, 1]]
+    assert load_yaml("e3", "-p x") == "e3"
+
+
+def test_a_refusal_hint_never_names_the_run_root_marker(tmp_path, monkeypatch):
+    """A run root made at one profile, given at another: the hint was 'outputs/shared2/(run root)'."""
+    from icl.core.config import ConfigError
+    from icl.running import paths
+
+    monkeypatch.setenv("ICL_OUTPUT_ROOT", str(tmp_path))
+    paths.make_own(tmp_path / "shared2", paths.RUN_ROOT, "quick")
+    (tmp_path / "shared2" / "REPORT.md").write_text("")
+    with pytest.raises(ConfigError) as err:
+        paths.check_output_dir(ROOT, str(tmp_path / "shared2"), "--outputs", paths.RUN_ROOT, "ci")
+    assert paths.RUN_ROOT not in str(err.value).split("give")[-1]
+
+
+def test_a_cache_shard_linked_outside_is_not_written_through(tmp_path):
+    """New entries went into the folder the link named, outside the cache."""
+    from conftest import tiny_config
+
+    from icl.running.cache import RunCache
+
+    cache, cfg, outside = RunCache(tmp_path / "runs"), tiny_config(), tmp_path / "outside"
+    outside.mkdir()
+    cache.path(cfg).parent.parent.mkdir(parents=True)
+    cache.path(cfg).parent.symlink_to(outside)
+    cache.store(cfg, {"final_loss": 1.0})
+    assert not any(outside.iterdir()) and cache.path(cfg).is_file() and not cache.path(cfg).parent.is_symlink()
