@@ -226,8 +226,9 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
                     log(f"[{number[n]}/{len(names)}] {n} not run: {failed[0]} failed")
                     order.done(n)
                 else:
-                    log(f"[{number[n]}/{len(names)}] {n} ({profile}) started" + (  # its estimate first, as train's
-                        f": about {plan.duration(cost[n])} of training left on this machine" if cost[n] > 60 else ""))
+                    left = cost.get(n, 0.0)  # its estimate first, as train's
+                    log(f"[{number[n]}/{len(names)}] {n} ({profile}) started"
+                        + (f": about {plan.duration(left)} of training left on this machine" if left > 60 else ""))
                     running[pool.submit(run_notebook, str(root), n, params[n], env)] = n
             if not running:  # only notebooks not run: what they held back is ready now
                 continue
