@@ -18,7 +18,7 @@ from ..core.registry import MODELS
 from .files import DISK_FULL, disk_full, free_bytes, stream_fd
 from .files import write_json as write
 from .paths import check_writable
-from .workload import check_day, check_workload, duration, size
+from .workload import check_day, check_workload, size
 
 # Subcommands: those of other modules define add_arguments(parser) and run(args); this module's own
 # are in HANDLERS.
@@ -47,14 +47,10 @@ def check_output_path(path: str | None, flag: str = "--json", need: int = 0, yes
                       inputs: tuple[str, ...] = ()) -> None:
     """ConfigError unless `path` can be written, holds none of `inputs` and has room for about
     `need` bytes (unless `yes`): checked before training, so no result is lost."""
-    fd = 1 if path == "-" else stream_fd(path) if path else None
-    if fd is not None:  # a stream of this process: written through itself (files.write_atomic), never probed in /dev
-        try:
-            os.fstat(fd)
-        except OSError:
-            raise ConfigError(f"{flag}: {path} is not open (descriptor {fd} is closed); give a file path") from None
-        return
-    if path is None:
+    fd = 1 if path == "-" else stream_fd(path or "")
+    if fd is not None and not os.path.exists(f"/dev/fd/{fd}"):  # a stream of this process: checked open,
+        raise ConfigError(f"{flag}: {path} is not open (descriptor {fd} is closed); give a file path")
+    if path is None or fd is not None:  # and written through itself (files.write_atomic): never probed in /dev
         return
     if not path.strip():
         raise ConfigError(f"{flag}: an empty path; give a file path (or '-' for standard output)")
@@ -265,11 +261,8 @@ def run_bound(args) -> int:
     if args.eval_sets:  # timed first: the estimate is printed, or a refusal for its size given, before any work
         from .timing import eval_set_seconds  # heavy: loads torch
 
-        each = eval_set_seconds(cfg, args.fit_contexts)
-        what = f"{args.eval_sets:,} evaluation sets of {cfg.eval_contexts:,} contexts"
-        check_day(args.eval_sets * each, args.yes, what, "give fewer --eval-sets or eval_contexts")
-        print(f"icl: {what}: about {duration(args.eval_sets * each)} on this machine (a measured set of {each:.3g} s)",
-              file=sys.stderr)
+        check_day(args.eval_sets * eval_set_seconds(cfg, args.fit_contexts), args.yes, f"{args.eval_sets:,} evaluation "
+                  f"sets of {cfg.eval_contexts:,} contexts on this machine", "give fewer --eval-sets or eval_contexts")
     spread = held_out_spread(cfg, args.eval_sets, args.fit_contexts) if args.eval_sets else None
     if max(args.depths) > 64:  # deeper than the default: the subspace ensembles ran silent for up to minutes
         print(f"icl: the bounds and subspace ensembles at depths up to {max(args.depths)}: this may take minutes",

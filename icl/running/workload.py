@@ -147,10 +147,13 @@ def group_name(group: list[RunConfig]) -> str:
 
 
 def check_day(seconds: float, yes: bool, what: str, advice: str) -> None:
-    """ConfigError (one line) when `what` would take more than DAY seconds, unless `yes`."""
+    """ConfigError (one line) when `what` would take more than DAY seconds, unless `yes`; else its
+    estimate, printed before it starts where it is over a minute."""
     if seconds > DAY and not yes:
         raise ConfigError(f"work: {what} would take about {duration(seconds)}, more than a day; pass --yes to run it "
                           f"anyway, or {advice}")
+    if seconds > 60:
+        print(f"icl: {what}: about {duration(seconds)}", file=sys.stderr)
 
 
 def check_workload(todo: list[list[RunConfig]], yes: bool, cache_root: Path | None = None) -> None:

@@ -65,7 +65,7 @@ def test_bound_prints_its_estimate_before_the_sets_start(capsys, monkeypatch):
     import icl.analysis.bounds
 
     def spread(*a, **k):
-        assert "icl: 200,000 evaluation sets of 64 contexts: about" in capsys.readouterr().err
+        assert "icl: 200,000 evaluation sets of 64 contexts on this machine: about" in capsys.readouterr().err
         raise KeyboardInterrupt  # started: stop here
     monkeypatch.setattr(icl.analysis.bounds, "held_out_spread", spread)
     assert main([*SMALL, "--eval-sets", "200000"]) == 130
