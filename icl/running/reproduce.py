@@ -247,6 +247,8 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
                     log(f"[{number[n]}/{len(names)}] {n} FAILED after {r['seconds']:.0f} s: {r['error']}")
     finally:
         pool.shutdown(cancel_futures=True)
+        for n, p in params.items():  # the key (0600) of a kernel whose worker was killed (kill -9) stays in staging
+            staging_paths(root, p, n)["connection"].unlink(missing_ok=True)
     return results
 
 

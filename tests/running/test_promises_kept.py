@@ -5,6 +5,7 @@ import os
 import resource
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -116,21 +117,28 @@ def quick_notebook(root, name, params, env):  # stands in for run_notebook in th
 
 
 def killed_notebook(root, name, params, env):  # a worker killed by kill -9 (or the kernel's OOM killer)
+    from icl.running.staging import staging_paths
+
+    key = staging_paths(Path(root), params, name)["connection"]  # its kernel's key, as jupyter_client writes it
+    key.parent.mkdir(parents=True, exist_ok=True)
+    key.write_text("{}")
     os.kill(os.getpid(), 9)
 
 
 @pytest.mark.slow
-def test_a_killed_worker_is_one_line(capsys, monkeypatch):
-    """Was a 24-line BrokenProcessPool traceback."""
+def test_a_killed_worker_is_one_line_and_leaves_no_kernel_key(tmp_path, capsys, monkeypatch):
+    """Was a 24-line BrokenProcessPool traceback, and the kernel's 0600 key left in staging."""
     import icl.running.reproduce as rep
 
     names = list(rep.NOTEBOOKS)[:2]
-    monkeypatch.setattr(rep, "destinations", lambda *a: ({}, None))
+    monkeypatch.setenv("ICL_OUTPUT_ROOT", str(tmp_path))
+    monkeypatch.setattr(rep, "destinations", lambda *a: ({n: {"output_dir": str(tmp_path / "out" / n)} for n in names}, None))
     monkeypatch.setattr(rep.plan, "check_work", lambda root, profile, names, *a: {n: 0.0 for n in names})
     monkeypatch.setattr(rep, "run_notebook", killed_notebook)
     assert main(["reproduce", "--profile", "ci", "--only", *names, "--jobs", "2"]) == 1
     err = capsys.readouterr().err.strip()  # the notebooks' started lines, then one line
     assert "Traceback" not in err and err.splitlines()[-1].startswith("icl: error: a worker process was killed"), err
+    assert not list(tmp_path.rglob("*.kernel.json"))
 
 
 def test_a_long_name_and_a_file_for_a_folder_are_one_line(tmp_path, capsys, monkeypatch):
