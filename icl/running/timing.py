@@ -107,11 +107,12 @@ def icl_trainer(cfg: RunConfig, depths: list[int], device: torch.device, looped:
 
 def eval_set_seconds(cfg: RunConfig, fit_contexts: int) -> float:
     """Seconds one evaluation set of `icl bound --eval-sets` takes (`bounds.held_out_spread`: draw,
-    softmax and mixture bound): the median of three timed blocks of sets, after a warm-up that
-    settles (`seconds_per_step`). The first set alone, timed cold, swung 3-18x run to run (issue 56)."""
+    softmax and mixture bound): the median of five blocks of sets of about 0.4 s each (a burst of
+    load from others spoils one block, not the median), after a warm-up that settles
+    (`seconds_per_step`). The first set alone, timed cold, swung 3-18x run to run (issue 56)."""
     from ..analysis.bounds import contexts, held_out, mixture_bound, softmax_bound  # heavy: scipy
     from ..core.tasks import EVAL_SEED
 
     fit, cpu, seeds = contexts(cfg, fit_contexts)[0], torch.device("cpu"), itertools.count(1)
     one = lambda ev: mixture_bound(fit, ev, softmax_bound(fit, ev))  # noqa: E731
-    return seconds_per_step({"set": lambda: one(held_out(cfg, cpu, seed=EVAL_SEED + 7919 * next(seeds)))}, 3, cpu)[0]["set"]
+    return seconds_per_step({"set": lambda: one(held_out(cfg, cpu, seed=EVAL_SEED + 7919 * next(seeds)))}, 5, cpu, 0.4)[0]["set"]
