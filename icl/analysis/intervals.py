@@ -12,6 +12,12 @@ of the time where it says 95 % (it knows nothing of the t distribution's tails),
 distinct resamples a statistic where the jackknife needs five. The calibration study
 (`icl.analysis.calibration`, docs/statistics.md) measures the coverage of these intervals on
 simulated depth curves of known exponent: 93-97 % where they say 95 %.
+
+Above GROUPS seeds the jackknife leaves out a group of seeds at a time (the delete-a-group
+jackknife: GROUPS groups of every GROUPS-th seed, the t quantile with GROUPS - 1 degrees of
+freedom): the plain one over 28,571 seeds recomputed the statistic 28,571 times on as many copies
+of the matrix, memory quadratic in the seeds. With at most GROUPS seeds each group is one seed,
+the plain jackknife exactly: the repository's own sweeps (3-5 seeds) are unchanged.
 """
 from __future__ import annotations
 
@@ -42,11 +48,12 @@ class Estimate:
         return cls(float(value), nan, nan, n_seeds)
 
     @classmethod
-    def from_error(cls, value: float, se: float, n_seeds: int) -> Estimate:
-        """value ± t_{n-1} se at 68 % and 95 % (no interval with fewer than two seeds)."""
+    def from_error(cls, value: float, se: float, n_seeds: int, dof: int | None = None) -> Estimate:
+        """value ± t_dof se at 68 % and 95 % (dof: n - 1 unless given; no interval with fewer than
+        two seeds)."""
         if n_seeds < 2:
             return cls.point(value, n_seeds)
-        half = lambda level: stats.t.ppf(0.5 + level / 2, n_seeds - 1) * se  # noqa: E731
+        half = lambda level: stats.t.ppf(0.5 + level / 2, dof or n_seeds - 1) * se  # noqa: E731
         return cls(float(value), (value - half(0.68), value + half(0.68)), (value - half(0.95), value + half(0.95)),
                    n_seeds)
 
@@ -55,9 +62,15 @@ class Estimate:
         return self.n_seeds >= 2 and all(math.isfinite(x) for x in self.ci95)
 
 
-def leave_one_out(n: int) -> list[list[int]]:
-    """The seed indices of each jackknife sample: all but seed i, for i = 0..n-1."""
-    return [[j for j in range(n) if j != i] for i in range(n)]
+GROUPS = 50  # jackknife samples at most: above this many seeds, each leaves out a group of them
+
+
+def leave_one_out(n: int, groups: int = GROUPS) -> list[np.ndarray]:
+    """The seed indices of each jackknife sample: all but seed i, for i = 0..n-1; above `groups`
+    seeds, all but the seeds i with i % groups == g, for g = 0..groups-1 (group sizes differ by at
+    most one)."""
+    seeds = np.arange(n)
+    return [seeds[seeds % groups != g] for g in range(min(n, groups))]
 
 
 def jackknife_error(full: float, held_out: np.ndarray) -> float:
@@ -91,7 +104,8 @@ def over_seeds(statistic: Callable[..., float | dict], *samples: np.ndarray,
             warm(subsets)
         held = [statistic(*sub) for sub in subsets]
         held = [h if isinstance(h, dict) else {None: h} for h in held]
-        out = {k: Estimate.from_error(float(v), jackknife_error(float(v), [float(h[k]) for h in held]), n)
+        out = {k: Estimate.from_error(float(v), jackknife_error(float(v), [float(h[k]) for h in held]), n,
+                                      len(subsets) - 1)
                for k, v in values.items()}
     return out if isinstance(value, dict) else out[None]
 

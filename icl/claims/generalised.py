@@ -11,8 +11,8 @@ carries the paper's statement; the others are secondary (`icl.claims.verdict`).
 """
 from __future__ import annotations
 
-from ..analysis.estimates import estimate
 from ..analysis import exponents
+from ..analysis.estimates import estimate
 from ..analysis.exponents import recorded
 from . import Rules, above, below, every, near_one, within
 

@@ -4,8 +4,8 @@ over seeds); thresholds as the notebook's criteria cell states them before the r
 core check (CORE) carries its statement; the others are secondary (`icl.claims.verdict`)."""
 from __future__ import annotations
 
-from ..analysis.estimates import estimate
 from ..analysis import exponents
+from ..analysis.estimates import estimate
 from ..analysis.exponents import recorded
 from ..analysis.regimes import by_cell, cell_name
 from . import Rules, above, below, every, near_one, within

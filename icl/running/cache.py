@@ -193,9 +193,10 @@ class RunCache:
 
     def write(self, path: Path, entry: dict) -> None:
         """Write `entry` as JSON to `path` atomically (temporary file, fsync, rename), 0644."""
+        for slot in (path.parent, path):  # a shard's slot, then the entry's: a link or a pipe there (read as corrupt)
+            if slot.is_symlink() or (slot.exists() and not slot.is_file() and not slot.is_dir()):
+                slot.unlink()  # is replaced, never written through (a shard linked outside got new entries there)
         self._mkdirs(path.parent)
-        if path.is_symlink() or (path.exists() and not path.is_file() and not path.is_dir()):
-            path.unlink()  # an entry's slot: a link or a pipe there (read as corrupt) is replaced, never written through
         write_atomic(path, json.dumps(entry), FILE_MODE)  # readers see the old file or the whole new one
 
     def _mkdirs(self, folder: Path) -> None:

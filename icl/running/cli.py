@@ -15,7 +15,7 @@ from ..core import config
 from ..core.config import ConfigError, RunConfig, field_names, field_type
 from ..core.memory import check_fits
 from ..core.registry import MODELS
-from .files import DISK_FULL, disk_full, free_bytes
+from .files import DISK_FULL, disk_full, free_bytes, stream_fd
 from .files import write_json as write
 from .paths import check_writable
 from .workload import check_day, check_workload, size
@@ -47,7 +47,10 @@ def check_output_path(path: str | None, flag: str = "--json", need: int = 0, yes
                       inputs: tuple[str, ...] = ()) -> None:
     """ConfigError unless `path` can be written, holds none of `inputs` and has room for about
     `need` bytes (unless `yes`): checked before training, so no result is lost."""
-    if path is None or path == "-":
+    fd = 1 if path == "-" else stream_fd(path or "")
+    if fd is not None and not os.path.exists(f"/dev/fd/{fd}"):  # a stream of this process: checked open,
+        raise ConfigError(f"{flag}: {path} is not open (descriptor {fd} is closed); give a file path")
+    if path is None or fd is not None:  # and written through itself (files.write_atomic): never probed in /dev
         return
     if not path.strip():
         raise ConfigError(f"{flag}: an empty path; give a file path (or '-' for standard output)")
@@ -85,7 +88,7 @@ def write_json(obj, path: str, what: str = "the result") -> bool:
     """`obj` as JSON at `path` ('-': standard output), atomically; where it cannot be written there,
     somewhere else, said in one line (icl.running.files.write_json): never dropped. Whether it is at `path`."""
     if path == "-":
-        print(json.dumps(obj, indent=1))
+        print(json.dumps(obj, indent=1), flush=True)  # flushed here: a closed pipe (`| head`) is main's one line
         return True
     return write(obj, path, what) == Path(path)
 
@@ -255,13 +258,17 @@ def run_bound(args) -> int:
         raise ConfigError(f"fit-contexts: {args.fit_contexts} is not allowed; it must be >= 16")
     check_output_path(args.json)
     check_bound_fits(cfg, args.depths, args.fit_contexts)  # before the contexts are drawn
-    # the spread first: a refusal for its size (timed on its first set) comes before any other work
-    spread = held_out_spread(cfg, args.eval_sets, args.fit_contexts, budget=lambda seconds: check_day(
-        seconds, args.yes, f"{args.eval_sets} evaluation sets", "give fewer --eval-sets or eval_contexts")) \
-        if args.eval_sets else None
+    if args.eval_sets:  # timed first: the estimate is printed, or a refusal for its size given, before any work
+        from .timing import eval_set_seconds  # heavy: loads torch
+
+        check_day(args.eval_sets * eval_set_seconds(cfg, args.fit_contexts), args.yes, f"{args.eval_sets:,} evaluation "
+                  f"sets of {cfg.eval_contexts:,} contexts on this machine", "give fewer --eval-sets or eval_contexts")
+    spread = held_out_spread(cfg, args.eval_sets, args.fit_contexts) if args.eval_sets else None
+    if max(args.depths) > 64:  # deeper than the default: the subspace ensembles ran silent for up to minutes
+        print(f"icl: the bounds and subspace ensembles at depths up to {max(args.depths)}: this may take minutes",
+              file=sys.stderr)
     out = bounds(cfg, args.depths, args.fit_contexts)
-    if args.json:
-        write_json(out, args.json)
+    stored = args.json is None or write_json(out, args.json)
     curves = "; ".join(f"{kind.replace('_', ' ')}s of rank {out['key_dim']}: "
                        + ", ".join(f"{L}: {v:.3f}" for L, v in out[kind].items())
                        for kind in baselines.KINDS if kind in out)
@@ -273,7 +280,7 @@ def run_bound(args) -> int:
             f"{spread[k]['relative_range']:.2%})" for k, name in (("single", "softmax bound"), ("mixture", "mixture bound")))
             + f"; mixture below softmax by {spread['relative_gain']['mean']:.2%} on average "
               f"({spread['relative_gain']['min']:.2%} to {spread['relative_gain']['max']:.2%})", file=sys.stderr)
-    return 0
+    return 0 if stored else 1
 
 
 HANDLERS = {"train": (add_arguments_train, run_train), "sweep": (add_arguments_sweep, run_sweep_command),
@@ -299,7 +306,9 @@ def handler(name: str, module: str):
     return mod.add_arguments, mod.run
 
 
-FILE_ERRORS = (errno.EACCES, errno.EPERM, errno.EROFS)  # file-system errors whose one line says it all
+WRITABLE = "run where icl may write (the checkout, outputs/, the cache)"
+FILE_ERRORS = {errno.EACCES: WRITABLE, errno.EPERM: WRITABLE, errno.EROFS: WRITABLE,  # errors whose one line says
+               errno.ENAMETOOLONG: "give a shorter path", errno.ENOTDIR: "a file stands where a folder must be"}  # it all
 MAX_ERROR = 1_000  # characters of an error line: the messages bound each value they show (config.excerpt)
 
 
@@ -317,17 +326,21 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"icl: error: {clip(str(err))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of standard output left (`| head -c 10`): nothing more to say there
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush would raise again
+        return 1
     except OSError as err:  # a file icl could not create or read (a read-only checkout): no traceback
         if disk_full(err):  # wherever it struck, with or without a file name
             print(f"icl: error: {DISK_FULL}" + (f" (writing {err.filename})" if err.filename else ""), file=sys.stderr)
             return 2
         if err.filename is None or err.errno not in FILE_ERRORS:
             raise
-        print(f"icl: error: {err.filename}: {err.strerror}; run where icl may write (the checkout, outputs/, the cache)",
-              file=sys.stderr)
+        print(f"icl: error: {clip(f'{err.filename}: {err.strerror}; {FILE_ERRORS[err.errno]}')}", file=sys.stderr)
         return 2
-    except RuntimeError as err:  # a DivergenceError (icl.core.train, which loads torch: not imported here)
-        if type(err).__name__ != "DivergenceError":
+    except RuntimeError as err:  # a DivergenceError (icl.core.train, which loads torch: not imported here), or
+        if type(err).__name__ == "BrokenProcessPool":  # a notebook's worker killed (kill -9, out of memory)
+            err = "a worker process was killed; finished runs are in the cache, a rerun resumes"
+        elif type(err).__name__ != "DivergenceError":
             raise
         print(f"icl: error: {err}", file=sys.stderr)
         return 1

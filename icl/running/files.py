@@ -1,18 +1,9 @@
-"""Result files that are never half written, and finished results that are never dropped.
-
-- `write_atomic`: the text goes to a temporary file beside its target (the same folder, so the
-  same file system), is flushed to the disk, and replaces the target in one rename. A reader, or a
-  crash, sees the old file whole or the new one whole: an existing file is never truncated first.
-- `rescue`: where a finished result cannot be written (a full disk, a read-only folder), it goes
-  to a fallback folder instead, named in one line on standard error. The fallback folders, in
-  order: `$XDG_STATE_HOME/icl/unsaved` (by default `~/.local/state/icl/unsaved`), in the user's
-  home because it outlives a reboot and a /tmp cleaner; then `$TMPDIR/icl-unsaved`, because /tmp
-  is often another file system (often memory) when the home's is the full one. Where neither
-  takes it, the caller still holds the result in memory (the command line prints it).
-- `read_regular`: the one reader of what icl reads back (cache entries, registries, a user's
-  curves): a regular file of bounded size, never a pipe or a device.
-- `json_bytes`: a bound of the size of the JSON `--json` writes, checked against the free space
-  before any training.
+"""Result files that are never half written, and finished results that are never dropped: the one
+writer (`write_atomic`: a temporary file beside the target, fsync, one rename, so a reader or a crash
+sees the old file whole or the new one whole), the one rescue (`rescue`: where a result cannot be
+written, a fallback folder that outlives a reboot, `fallback_folders`, named in one line), the one
+reader of what icl reads back (`read_regular`: a regular file of bounded size, never a pipe or a
+device), and the bound of what `--json` writes (`json_bytes`), checked before any training.
 """
 from __future__ import annotations
 

@@ -8,10 +8,13 @@ import sys
 from pathlib import Path
 
 from ..core.config import ConfigError
+from ..core.memory import check_bytes
 from .cli import check_output_path, write_json
 from .files import NotAnEntry, read_regular
 
 CURVES_LIMIT = 64 * 2**20  # bytes of a curves file: millions of rows, far more than any sweep
+ROW_BYTES = 1_000  # peak memory per row of a judged file (measured: 0.7 kB at 2,000,000 rows, issue 56)
+MAX_DEPTH = 2**31  # deeper is a typo; 1e20 overflowed int64 into a garbled depth (-9223372036854775808)
 
 
 def add_arguments(p) -> None:
@@ -34,16 +37,18 @@ def read_curves(path: str):
         df = pd.read_csv(io.StringIO(read_regular(Path(path), CURVES_LIMIT)))
     except (OSError, NotAnEntry, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise ConfigError(f"CURVES.csv: {path} cannot be read as a CSV file ({getattr(err, 'strerror', None) or err})") from None
+    check_bytes(ROW_BYTES * len(df), "cpu", f"judging the {len(df):,} rows of {path} needs about {{need}}",
+                "give fewer rows (fewer seeds)")
     missing = [c for c in ("depth", "seed", "loss") if c not in df.columns]
     if missing:
         raise ConfigError(f"CURVES.csv: {path} has no column {', '.join(missing)}; it needs depth, seed, loss "
                           f"(it has {', '.join(map(str, df.columns[:8]))})")
     df = df[["depth", "seed", "loss"]].apply(pd.to_numeric, errors="coerce")
-    bad = df[~(df.depth >= 1) | (df.depth % 1 != 0) | ~(df.loss > 0) | ~df.loss.lt(float("inf")) | df.seed.isna()]
+    bad = df[~df.depth.between(1, MAX_DEPTH) | (df.depth % 1 != 0) | ~(df.loss > 0) | ~df.loss.lt(float("inf")) | df.seed.isna()]
     if len(bad):
         r = bad.iloc[0]
         raise ConfigError(f"CURVES.csv: row {bad.index[0] + 2} (depth {r.depth}, seed {r.seed}, loss {r.loss}) is not allowed: "
-                          "depth an integer >= 1, a seed, loss a finite number > 0")
+                          f"depth an integer from 1 to {MAX_DEPTH:,}, a seed, loss a finite number > 0")
     twice = df.duplicated(["depth", "seed"])
     if twice.any():
         r = df[twice].iloc[0]

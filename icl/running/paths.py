@@ -88,7 +88,7 @@ def check_output_dir(root: Path, value: str, key: str = "output_dir", notebook: 
                           "replaces its output folder whole; give a new folder or one that icl made")
     made_for = marked_for(path) if path.is_dir() and any(path.iterdir()) else None
     if notebook and made_for and not fits(made_for, path.name, notebook, profile):
-        hint = f"e.g. {value.rstrip('/')}/{notebook}" if made_for[0] == RUN_ROOT else "a new folder"
+        hint = f"e.g. {value.rstrip('/')}/{notebook}" if RUN_ROOT == made_for[0] != notebook else "a new folder"
         raise ConfigError(f"{key}: {value!r} is icl's folder for {purpose(*made_for)} (it holds {contents(path)}), "
                           f"not for {purpose(notebook, profile)}; nothing was changed; give {hint}")
     return path

@@ -226,7 +226,9 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
                     log(f"[{number[n]}/{len(names)}] {n} not run: {failed[0]} failed")
                     order.done(n)
                 else:
-                    log(f"[{number[n]}/{len(names)}] {n} ({profile}) started")
+                    left = cost.get(n, 0.0)  # its estimate first, as train's
+                    log(f"[{number[n]}/{len(names)}] {n} ({profile}) started"
+                        + (f": about {plan.duration(left)} of training left on this machine" if left > 60 else ""))
                     running[pool.submit(run_notebook, str(root), n, params[n], env)] = n
             if not running:  # only notebooks not run: what they held back is ready now
                 continue
@@ -245,6 +247,8 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
                     log(f"[{number[n]}/{len(names)}] {n} FAILED after {r['seconds']:.0f} s: {r['error']}")
     finally:
         pool.shutdown(cancel_futures=True)
+        for n, p in params.items():  # the key (0600) of a kernel whose worker was killed (kill -9) stays in staging
+            staging_paths(root, p, n)["connection"].unlink(missing_ok=True)
     return results
 
 

@@ -4,6 +4,7 @@ cache at once, so a killed sweep resumes where it stopped. A run that diverges i
 and its group's other runs are kept (train.train_finite)."""
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +40,11 @@ class _Loader(yaml.SafeLoader):
                                   "give each key once")
             seen.add(key)
         return super().construct_mapping(node, deep)
+
+
+# YAML 1.1 reads 1e-3 (no dot) as a string: a bare value became a number later (config.coerce), one in
+# a list did not (`-p spectra '[[1e-3, 0.0]]'` was "not a list of pairs"); YAML 1.2 reads a number
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9]+[eE][-+]?[0-9]+$"), list("-+0123456789"))
 
 
 def _expanded_size(node, sizes: dict) -> int:

@@ -103,3 +103,16 @@ def icl_trainer(cfg: RunConfig, depths: list[int], device: torch.device, looped:
     opt = StackAdam(stack, torch.full((len(depths),), cfg.learning_rate, device=device))
     gen, steps = make_generator(cfg.seed, device), itertools.count()
     return lambda: train_step(stack, opt, cfg, gen, next(steps))  # the step icl's training takes
+
+
+def eval_set_seconds(cfg: RunConfig, fit_contexts: int) -> float:
+    """Seconds one evaluation set of `icl bound --eval-sets` takes (`bounds.held_out_spread`: draw,
+    softmax and mixture bound): the median of five blocks of sets of about 0.4 s each (a burst of
+    load from others spoils one block, not the median), after a warm-up that settles
+    (`seconds_per_step`). The first set alone, timed cold, swung 3-18x run to run (issue 56)."""
+    from ..analysis.bounds import contexts, held_out, mixture_bound, softmax_bound  # heavy: scipy
+    from ..core.tasks import EVAL_SEED
+
+    fit, cpu, seeds = contexts(cfg, fit_contexts)[0], torch.device("cpu"), itertools.count(1)
+    one = lambda ev: mixture_bound(fit, ev, softmax_bound(fit, ev))  # noqa: E731
+    return seconds_per_step({"set": lambda: one(held_out(cfg, cpu, seed=EVAL_SEED + 7919 * next(seeds)))}, 5, cpu, 0.4)[0]["set"]

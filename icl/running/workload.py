@@ -1,20 +1,15 @@
 """What a job will cost before it starts: its training time, from real training steps timed on
-this machine, and the size of what it adds to the run cache.
+this machine, and the size of what it adds to the run cache. The one guard (`check_day`,
+`check_workload`): `icl train`, `sweep`, `reproduce` (`plan.check_work`), `bound` and `bench` print
+the estimate of a job over a minute before it starts, and refuse one above a day of work, or one
+whose results would not fit on the cache's disk, unless `--yes` (a sweep of 10^6 runs or `--steps
+10^12` is more likely a typo than a plan).
 
-`icl train` and `icl sweep` print the estimate before training and refuse a job above a day of
-work, or one whose results would not fit on the cache's disk, unless `--yes` (a sweep of 10^6
-runs or `--steps 10^12` is more likely a typo than a plan); so does `icl reproduce`, for the
-notebooks' runs (`plan.check_work`).
-
-Time: the largest group of each model (by `memory.step_floats`, the tensors a step touches; its
-first models where it is larger than TIMED_FLOATS) is built and trained for a few steps (warm-up
-steps until the step time settles, `timing.warm_up`, then about TIMED_BLOCK seconds of them); every
-other group of that model is scaled from it by the same measure, and evaluations are counted as
-forward passes over the held-out contexts (about a third of a training step per context). Groups
-that share a training pass (`icl.core.passes.passes`: one seed's ranks) draw each batch once, so
-every group of a pass beyond its first is priced without the draw, timed on its own
-(`draw_seconds`). Size: the numbers a result holds (`core.results`), at the bytes JSON gives a
-number, plus the fixed fields.
+Time (`estimate`): the largest group of each model is timed on real steps (a warm-up until the step
+time settles, then about TIMED_BLOCK seconds of them, `timing.seconds_per_step`) and every other
+group scaled from it by the floats a step touches (`memory.step_floats`); evaluations count as
+forward passes, and a training pass's shared batch draws are taken off (`shared_draws`). Size: the
+numbers a result holds (`core.results`), at the bytes JSON gives a number.
 """
 from __future__ import annotations
 
@@ -147,10 +142,13 @@ def group_name(group: list[RunConfig]) -> str:
 
 
 def check_day(seconds: float, yes: bool, what: str, advice: str) -> None:
-    """ConfigError (one line) when `what` would take more than DAY seconds, unless `yes`."""
+    """ConfigError (one line) when `what` would take more than DAY seconds, unless `yes`; else its
+    estimate, printed before it starts where it is over a minute."""
     if seconds > DAY and not yes:
         raise ConfigError(f"work: {what} would take about {duration(seconds)}, more than a day; pass --yes to run it "
                           f"anyway, or {advice}")
+    if seconds > 60:
+        print(f"icl: {what}: about {duration(seconds)}", file=sys.stderr)
 
 
 def check_workload(todo: list[list[RunConfig]], yes: bool, cache_root: Path | None = None) -> None:

@@ -53,8 +53,27 @@ def test_the_statistic_is_computed_once_per_seed_left_out_and_a_warm_up_sees_the
     x = np.random.default_rng(3).normal(size=(5, 3))
     e = over_seeds(lambda m: calls.append(len(m)) or float(m.mean()), x, warm=lambda subsets: seen.extend(subsets))
     assert calls == [5, 4, 4, 4, 4, 4] and len(seen) == 5 and seen[0][0].shape == (4, 3)
-    assert leave_one_out(3) == [[1, 2], [0, 2], [0, 1]]
+    assert [list(idx) for idx in leave_one_out(3)] == [[1, 2], [0, 2], [0, 1]]
     assert e == over_seeds(lambda m: float(m.mean()), x)
+
+
+def test_many_seeds_leave_out_a_group_at_a_time_and_few_seeds_one_at_a_time():
+    # issue 56: 28,571 seeds made 28,571 copies of the matrix; above GROUPS seeds, GROUPS samples
+    from scipy import stats
+
+    from icl.analysis.intervals import GROUPS
+
+    x = np.random.default_rng(5).normal(size=(10_000, 2))
+    calls = []
+    e = over_seeds(lambda m: calls.append(len(m)) or float(m.mean()), x)
+    assert len(calls) == GROUPS + 1 and set(calls[1:]) == {10_000 - 10_000 // GROUPS}
+    se = x.mean(1).std(ddof=1) / np.sqrt(len(x))  # the mean's standard error, which the jackknife estimates
+    half = (e.ci95[1] - e.ci95[0]) / 2 / stats.t.ppf(0.975, GROUPS - 1)
+    assert 0.7 * se < half < 1.3 * se and e.n_seeds == 10_000
+    groups = leave_one_out(103)
+    assert len(groups) == GROUPS and sorted(np.concatenate([np.setdiff1d(np.arange(103), g) for g in groups])) == list(range(103))
+    plain = [[j for j in range(GROUPS) if j != i] for i in range(GROUPS)]  # at GROUPS seeds, the plain jackknife
+    assert [list(idx) for idx in leave_one_out(GROUPS)] == plain
 
 
 def test_seed_matrix_keeps_the_seeds_that_have_every_depth():
