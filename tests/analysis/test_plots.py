@@ -67,7 +67,8 @@ def sensitivity():
 
 
 def training_panels():
-    results = [{"config": {"depth": L, "seed": s, "steps": 50}, "converged": L < 4, "loss_curve": {"step": np.arange(0, 50, 10), "loss": np.linspace(1, 0.1 / L, 5)}}
+    results = [{"config": {"depth": L, "seed": s, "steps": 50}, "converged": L < 4,
+                "loss_curve": {"step": np.arange(0, 50, 10), "loss": np.linspace(1, 0.1 / L, 5)}}
                for L in (1, 2, 4) for s in (0, 1)]
     return plots.curve_panels({"spectrum a": results, "spectrum b": results})
 
