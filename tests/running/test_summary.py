@@ -42,10 +42,17 @@ def test_the_answer_counts_rank_limited_sweeps_with_the_criteria_tolerance(tmp_p
 def test_the_c4_table_prints_each_exponent_with_its_intervals(tmp_path):
     base = _outputs(tmp_path)
     row = _row(8, 1, 1, 0.6, 0.5, 0.7, alpha_tail=0.6, alpha_tail_lo95=0.5, alpha_tail_hi95=0.7, chi2_tail=1.9,
-               alpha_all=1.1, alpha_all_lo95=0.9, alpha_all_hi95=1.3, chi2_all=190.0, knee=0.5, knee_depth=2)
+               alpha_all=1.1, alpha_all_lo95=1.0, alpha_all_hi95=1.2, chi2_all=190.0, knee=0.5, knee_depth=2,
+               alpha_floor_free=0.65, alpha_floor_free_lo95=0.55, alpha_floor_free_hi95=0.75, floor_free_problem="",
+               alpha_window=0.7, alpha_window_lo95=0.6, alpha_window_hi95=0.8, window_problem="", window_start=4,
+               gain_exponential=-30.0, gain_log_corrected=-20.0)
     (base / "03_difficult" / "results.json").write_text(json.dumps({"numbers": {"table1": [row]}}))
-    assert ("| 8 | 2 | tail L >= m | 0.60 [0.50, 0.70] | 1.10 [0.90, 1.30] (190) | 0.60 [0.50, 0.70] (1.9) | 0.50 | 5 |"
+    assert ("| 8 | 2 | 5 | 0.60 [0.50, 0.70] (tail L >= m) | outside 0.25 of 1; read otherwise by alpha, all depths: holds | "
+            "1.10 [1.00, 1.20] (190) | 0.60 [0.50, 0.70] (1.9) | 0.65 [0.55, 0.75] | L >= 4: 0.70 [0.60, 0.80] | 0.50 |"
             in headline.c4_table(base))
+    row.update(gain_exponential=12.0)  # an exponential decisively better: the check fails on its shape
+    (base / "03_difficult" / "results.json").write_text(json.dumps({"numbers": {"table1": [row]}}))
+    assert "outside 0.25 of 1: not a power law" in headline.c4_table(base)
 
 
 def test_the_mechanism_table_has_one_line_per_rank_and_curve(tmp_path):
