@@ -1,4 +1,4 @@
-"""`python -m icl bench`: training steps per second of icl against a plain implementation.
+"""`make bench` (python -m benchmarks.bench): training steps per second of icl against a plain implementation.
 
 The reference is written the way a user would write these models (icl.core.reference): every layer
 computes full masked attention over all P + 1 tokens, one layer after another, trained with
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,17 +24,21 @@ from unittest import mock
 
 import torch
 
-from .. import __version__
-from ..core.config import ConfigError, RunConfig, check_threads
-from ..core.models import build
-from ..core.reference import check_same, plain_model
-from ..core.registry import MODELS, having
-from ..core.tasks import make_generator, sample_batch
-from ..core.train import resolve_device
-from .cli import check_output_path
-from .files import regular_target, write_atomic, write_json
-from .timing import BLOCK, icl_trainer, max_rss_mib, peak_flop_rate, seconds_per_step, step_flops
-from .workload import check_day, estimate
+from icl import __version__
+from icl.core.config import ConfigError, RunConfig, check_threads
+from icl.core.models import build
+from icl.core.reference import check_same, plain_model
+from icl.core.registry import MODELS, having
+from icl.core.tasks import make_generator, sample_batch
+from icl.core.train import resolve_device
+from icl.running.cli import Parser, check_output_path, clip
+from icl.running.files import regular_target, write_atomic, write_json
+from icl.running.timing import BLOCK, icl_trainer, seconds_per_step
+from icl.running.workload import check_day, estimate
+
+from .machine import max_rss_mib, parallel_speedup, peak_flop_rate, step_flops
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository, which holds this folder
 
 # Targets (a benchmark, not a timed test): speed-up of icl over the reference.
 TARGETS = {"softmax L=64": 20.0, "linear L=64": 5.0, "sweep": 2.0, "generalised": 5.0, "quick": 3.0}
@@ -81,9 +86,9 @@ def icl_only_rss(args, only: list[str] | None = None) -> float:
     cases named in `only`): the benchmark's own peak includes the references' full attention."""
     import json
     import subprocess
-    import sys
 
-    code = "import sys; from icl.running.bench import rss_probe; print(rss_probe(sys.argv[1]))"
+    # benchmarks/ is no installed package: the probe finds it from the repository's root
+    code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from benchmarks.bench import rss_probe; print(rss_probe(sys.argv[1]))"
     probe = {**vars(args), "only": only if only is not None else args.only}
     out = subprocess.run([sys.executable, "-c", code, json.dumps(probe)], capture_output=True, text=True, check=True)
     return float(out.stdout.split()[-1])
@@ -291,7 +296,7 @@ def add_arguments(p) -> None:
     p.add_argument("--repeats", type=int, default=5, help="timed repeats per contender")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's choice)")
     p.add_argument("--yes", action="store_true", help="run a benchmark estimated at more than a day")
-    # --- reproduce's parallel speed-up (icl/running/reproduce.py owns the measurement)
+    # --- reproduce's parallel speed-up (benchmarks/machine.py)
     p.add_argument("--reproduce-jobs", type=int, default=0, metavar="N",
                    help="also time `reproduce --profile ci` serially and with --jobs N (minutes; 0: skip)")
 
@@ -353,9 +358,7 @@ def run(args) -> int:
                     **({"cuda_max_allocated_mib": torch.cuda.max_memory_allocated() / 2**20} if device.type == "cuda" else {})},
         "wall_seconds": time.perf_counter() - start,
     }
-    if args.reproduce_jobs:  # --- reproduce's parallel speed-up (icl/running/reproduce.py owns the measurement)
-        from .reproduce import parallel_speedup  # heavy: loads pandas, scipy and yaml, for this measurement only
-
+    if args.reproduce_jobs:  # --- reproduce's parallel speed-up (benchmarks/machine.py)
         result["reproduce_parallel"] = parallel_speedup(args.reproduce_jobs)
         result["reproduce_parallel_speedup"] = result["reproduce_parallel"]["reproduce_parallel_speedup"]
         r = result["reproduce_parallel"]
@@ -371,3 +374,19 @@ def run(args) -> int:
     if not ok:
         print("bench: the reference and icl disagree on some losses: the speed-ups compare different work")
     return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The bench's command line: bad input exits with status 2 and one line, as icl's commands do."""
+    parser = Parser(prog="bench", description="training steps per second of icl against plain full attention, "
+                    "and each C kernel against autograd")
+    add_arguments(parser)
+    try:
+        return run(parser.parse_args(argv))
+    except ConfigError as err:
+        print(f"bench: error: {clip(str(err))}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # parallel_speedup spawns its workers: they import this module without running it
+    sys.exit(main())
