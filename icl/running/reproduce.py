@@ -27,7 +27,7 @@ from ..core.suggest import did_you_mean
 from ..core.train import resolve_device
 from . import paths, plan, processes
 from .files import DISK_FULL, NotAnEntry, disk_full, read_regular
-from .parameters import NEEDS, PROFILES, check_parameters, chosen, declared_parameters, notebook_parameters, profile_root
+from .parameters import NEEDS, NOTEBOOKS, PROFILES, check_parameters, chosen, declared_parameters, notebook_parameters, profile_root  # noqa: F401 (NOTEBOOKS: read as reproduce.NOTEBOOKS)
 from .paths import repo_root
 from .plan import SMOKE
 from .processes import cores

@@ -40,7 +40,8 @@ KERNEL_SHAPES = [  # dim, context_length, key_dim, depths: each branch of the ke
     (16, 32, 4, [5, 2, 1]),
     (6, 16, 3, [4, 1]),  # a key width without its own inlined copy
     (16, 16, 16, [3, 1]),  # full rank: 2k + 1 = 33 rows in the products
-    (16, 64, 4, [1, 2, 4, 8, 16]),  # the quick shape, 31 layers (not a multiple of 16)
+    # the quick shape, 31 layers (not a multiple of 16): up to 3.6 s a model, left to make test (issue 57)
+    pytest.param((16, 64, 4, [1, 2, 4, 8, 16]), marks=pytest.mark.slow),
     (5, 20, 2, [17, 3]),  # the controlled model's kernel: any P, any d, 20 layers
 ]
 

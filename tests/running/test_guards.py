@@ -42,6 +42,7 @@ def test_reproduce_refuses_more_than_a_day_of_training_before_a_notebook_starts(
     assert text.startswith("work: the training left") and "days" in text and "--yes" in text and "\n" not in text, text
 
 
+@pytest.mark.slow  # times real steps for the estimate: 4 s on a shared 2-core machine (issue 57)
 def test_with_yes_the_estimate_is_returned_not_refused():
     params = rep.checked_parameters(ROOT, "ci", ["03_difficult"], "cpu", 1, {"steps": 10**12}, None)
     cost = plan.check_work(ROOT, "ci", ["03_difficult"], params, yes=True)
