@@ -208,6 +208,34 @@ def cases(args) -> list[Case]:
     return out
 
 
+def case_notes(result: dict) -> list[str]:
+    """The lines under the table: what the generalised models are timed against, each kernel's
+    ratio against autograd (kept or not), and the deep sweep's cost and memory."""
+    lines = []
+    if any(r["model"] in having("looped") for r in result["cases"]):
+        lines.append("The reference of the generalised models (context_updates, shared_stream) is their first "
+                     "implementation (icl.core.looped), one stack of all depths. On a CPU they run in "
+                     "icl.core.accel.native's C kernels, whose arithmetic torch's "
+                     "FLOP counter does not see: their GFLOP columns count only what is left in torch.")
+    for r in result["cases"]:
+        if r.get("reference_kind") in ("autograd", "draws"):
+            name = DRAWS if r["reference_kind"] == "draws" else MODELS[r["model"]].kernel
+            ratio = r["speedup_vs_reference"]
+            lines.append(f"Kernel {name} at its notebook's quick shape ({r['case']}): {ratio:.2f}x the step of "
+                         f"{'torch draws' if r['reference_kind'] == 'draws' else 'autograd'} (by CPU time "
+                         f"{r['speedup_vs_reference_cpu_time']:.2f}x): "
+                         + (f"kept (at least {KEEP:g}x)." if ratio >= KEEP else f"**below** {KEEP:g}x."))
+    for r in result["cases"]:
+        if "ratio_to_shallow" in r:
+            sec = r["seconds_per_step"]
+            lines.append(f"{r['case']} ({r['layers']} layers): {sec['icl']:.4f} s per step, {r['ratio_to_shallow']:.2f}x "
+                         f"the {sweep_name(r['shallow_depths'])} sweep's {sec['icl_shallow']:.4f} s (by CPU time "
+                         f"{r['ratio_to_shallow_cpu_time']:.2f}x); peak memory, icl alone in a fresh process: "
+                         f"{r['peak_rss_mib']:.0f} MiB (limit {DEEP_MEMORY_MIB} MiB: "
+                         f"{'met' if r['memory_met'] else '**not met**'}).")
+    return lines
+
+
 def markdown(result: dict) -> str:
     m = result["machine"]
     lines = [f"# icl bench ({m['device']}, {m['threads']} threads, torch {m['torch']})", "",
@@ -231,28 +259,7 @@ def markdown(result: dict) -> str:
         lines.append(f"| {r['case']} | {r['layers']} | {size} | {sps['icl']:.2f} | {ref} | {seq} | {tgt} | {met} | {by_cpu} | "
                      f"{r['icl_flop_rate'] / 1e9:.2f} ({r['icl_flop_fraction']:.1%}) | {r['icl_flops_per_cpu_second'] / 1e9:.2f} | "
                      f"{'yes' if r['same'] else '**no**'} ({r['error_ratio']:.2g}) |")
-    lines.append("")
-    if any(r["model"] in having("looped") for r in result["cases"]):
-        lines.append("The reference of the generalised models (context_updates, shared_stream) is their first "
-                     "implementation (icl.core.looped), one stack of all depths. On a CPU they run in "
-                     "icl.core.accel.native's C kernels, whose arithmetic torch's "
-                     "FLOP counter does not see: their GFLOP columns count only what is left in torch.")
-    for r in result["cases"]:
-        if r.get("reference_kind") in ("autograd", "draws"):
-            name = DRAWS if r["reference_kind"] == "draws" else MODELS[r["model"]].kernel
-            ratio = r["speedup_vs_reference"]
-            lines.append(f"Kernel {name} at its notebook's quick shape ({r['case']}): {ratio:.2f}x the step of "
-                         f"{'torch draws' if r['reference_kind'] == 'draws' else 'autograd'} (by CPU time "
-                         f"{r['speedup_vs_reference_cpu_time']:.2f}x): "
-                         + (f"kept (at least {KEEP:g}x)." if ratio >= KEEP else f"**below** {KEEP:g}x."))
-    for r in result["cases"]:
-        if "ratio_to_shallow" in r:
-            sec = r["seconds_per_step"]
-            lines.append(f"{r['case']} ({r['layers']} layers): {sec['icl']:.4f} s per step, {r['ratio_to_shallow']:.2f}x "
-                         f"the {sweep_name(r['shallow_depths'])} sweep's {sec['icl_shallow']:.4f} s (by CPU time "
-                         f"{r['ratio_to_shallow_cpu_time']:.2f}x); peak memory, icl alone in a fresh process: "
-                         f"{r['peak_rss_mib']:.0f} MiB (limit {DEEP_MEMORY_MIB} MiB: "
-                         f"{'met' if r['memory_met'] else '**not met**'}).")
+    lines += ["", *case_notes(result)]
     lines.append("")
     lines.append(f"Total wall time {result['wall_seconds']:.0f} s.")
     load = max(m["load_average"])
