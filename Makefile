@@ -84,8 +84,9 @@ golden: install ## regenerate tests/golden/*.ipynb at the ci profile
 lab: install ## open the repository (notebooks/, outputs/) in JupyterLab; .py notebooks open as notebooks
 	$(VENV)/bin/jupyter lab --allow-root --ServerApp.root_dir="$(CURDIR)"
 
-bench: install ## benchmark the fast model against plain full attention
-	$(VPY) -m icl bench --json outputs/studies/bench.json --reproduce-jobs 2
+# The bench is a developer's tool, outside the package (benchmarks/); -m finds it from the repository's root.
+bench: install ## benchmark the fast model against plain full attention, and each C kernel against autograd
+	$(VPY) -m benchmarks.bench --json outputs/studies/bench.json --reproduce-jobs 2
 
 sync: install ## re-pair notebooks/*.py with their .ipynb (jupytext --sync)
 	if ls notebooks/*.py >/dev/null 2>&1; then $(VENV)/bin/jupytext --sync notebooks/*.py; fi

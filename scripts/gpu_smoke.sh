@@ -7,7 +7,7 @@
 #
 # 1. builds .venv if needed (`make install`, honouring TORCH when it is set: a changed TORCH reinstalls torch);
 # 2. stops with a clear message unless that torch sees a CUDA device;
-# 3. `python -m icl bench --device cuda` (icl against plain full attention, on the GPU);
+# 3. `python -m benchmarks.bench --device cuda` (make bench's tool) (icl against plain full attention, on the GPU);
 # 4. the paper profile's plan on the GPU (`icl reproduce --profile paper --device cuda --plan`);
 # 5. `icl reproduce --profile paper --device cuda --smoke` twice, and checks that both give the same
 #    bits: every notebook's results.json (its timings aside) and tables (*.csv), byte for byte;
@@ -34,7 +34,7 @@ fi
 "$PY" -c 'import torch; print("gpu_smoke:", torch.__version__, torch.cuda.get_device_name(0))'
 
 echo "gpu_smoke: [1/4] bench on cuda"
-"$PY" -m icl bench --device cuda --json "$OUT/bench.json"
+"$PY" -m benchmarks.bench --device cuda --json "$OUT/bench.json"
 
 echo "gpu_smoke: [2/4] the paper profile's plan on cuda"
 "$PY" -m icl reproduce --profile paper --device cuda --plan 2>&1 | tee "$OUT/plan.txt"

@@ -433,19 +433,16 @@ def test_the_counts_in_the_architecture_page_are_the_codes():
     assert stated == counts_block(ROOT / "icl"), "docs/architecture.md's counts are stale; paste:\n\n" + counts_block(ROOT / "icl")
 
 
-def test_the_machinery_table_lists_every_running_module_once_with_its_lines():
-    """docs/architecture.md's table of running/ by part: each module in one row, each row's lines
-    the sum of its modules', and the rows adding up to the layer."""
+def test_the_machinery_table_lists_every_running_module_once():
+    """docs/architecture.md's table of running/ by part: each module in exactly one row. Its line
+    counts are retired (issue 57): what running/ holds answers closed issues, and the layer's total
+    is in the counts block above."""
     page = (ROOT / "docs" / "architecture.md").read_text()
     section = page.split("## What the machinery adds", 1)[1].split("\n## ", 1)[0]
     rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `")]
-    listed = [m.strip("` ") for modules, _, _ in rows for m in modules.strip("| ").split(", ")]
+    listed = [m.strip("` ") for modules, _ in rows for m in modules.strip("| ").split(", ")]
     modules = sorted(p.stem for p in (ROOT / "icl" / "running").glob("*.py"))
     assert sorted(listed) == modules, "each module of running/ in exactly one row"
-    count = lambda name: len((ROOT / "icl" / "running" / f"{name}.py").read_text().splitlines())  # noqa: E731
-    for modules_cell, lines, _ in rows:
-        names = [m.strip("` ") for m in modules_cell.strip("| ").split(", ")]
-        assert int(lines.replace(",", "")) == sum(map(count, names)), f"{names}: the lines are stale"
 
 
 def test_the_architecture_page_names_every_module_of_each_layer():
@@ -467,3 +464,44 @@ def test_no_module_is_over_400_lines():
     long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / "icl").rglob("*.py"))
             if (n := len(p.read_text().splitlines())) > 400}
     assert not long, long
+
+
+# Functions over 50 lines in files this change may not touch: their syntax keys the run cache
+# (icl/core/train.py), so a split would retrain every cached run. Each is named, with its length,
+# so that one growing further, or a new one, still fails.
+LONG_EXEMPT = {"icl/core/train.py:train_groups": 52}
+MAX_FUNCTION = 50
+
+
+def long_functions(package: Path) -> dict[str, int]:
+    """'path:qualname' -> lines, from `def` to its last line, of each function over MAX_FUNCTION lines."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        where = path.relative_to(package.parent).as_posix()
+
+        def walk(node, prefix):
+            for child in ast.iter_child_nodes(node):
+                name = prefix
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    name = f"{prefix}{child.name}."
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = child.end_lineno - child.lineno + 1
+                    if lines > MAX_FUNCTION:
+                        found[f"{where}:{prefix}{child.name}"] = lines
+                walk(child, name)
+
+        walk(ast.parse(path.read_text()), "")
+    return found
+
+
+def test_no_function_of_icl_is_over_50_lines():
+    """A function a reader takes in at once (issue 57); the exempt ones no longer than they were."""
+    long = long_functions(ICL)
+    grown = {k: n for k, n in long.items() if n > LONG_EXEMPT.get(k, MAX_FUNCTION)}
+    assert not grown, f"functions over {MAX_FUNCTION} lines (split them where a name explains the part): {grown}"
+
+
+def test_the_length_check_sees_a_long_method(tmp_path):
+    body = "".join(f"        x{i} = {i}\n" for i in range(MAX_FUNCTION))
+    package = write(tmp_path / "pkg", {**CLEAN, "core/long.py": f"class C:\n    def m(self):\n{body}"})
+    assert long_functions(package) == {"pkg/core/long.py:C.m": MAX_FUNCTION + 1}

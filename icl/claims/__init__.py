@@ -88,8 +88,10 @@ INTRO = ("Each claim of the paper in our words (C1, C2, ...) and of our own regi
          "number is given as value [95 % interval over seeds]; ✓ a check holds, ✗ it fails.\n\n")
 DECIDED_BY = ("*Decided by*: the claim's core check, the one that carries its statement (not reproduced when it "
               "fails, partly reproduced when it holds and a secondary check does not); for a claim judged at several "
-              "ranks k, at the first rank where it is not reproduced. The numbers are those the check reads: value "
-              "[95 % interval over seeds], the smallest to the largest where it reads several.")
+              "ranks k (each rank's status beside the claim's), at the first rank whose status is the claim's, else "
+              "the first not reproduced. The numbers are those the check reads: one as value [95 % interval over "
+              "seeds], several as the smallest to the largest (their intervals in the claim's section below); the "
+              "core check column says what it asks of them.")
 
 
 def claim_order(c: dict) -> tuple:

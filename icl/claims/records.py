@@ -96,9 +96,11 @@ def read(check: str, numbers: list) -> list[tuple[str, list, int]]:
 def deciding(record: dict) -> tuple[str | None, str, object, list]:
     """(rank, check name, its value, the numbers judged there) of the check that decided `record`:
     its core check where the record names one (`core`), else the first that fails, else the first
-    inconclusive one, else the first; for a claim judged per rank, in the first rank not reproduced."""
+    inconclusive one, else the first; for a claim judged per rank, in the first rank whose status is
+    the claim's (an inconclusive claim: the rank left undecided), else the first not reproduced."""
     ranked = parts(record)
-    rank, part = next(((k, r) for k, r in ranked if r["status"] != "reproduced"), ranked[0])
+    rank, part = next(((k, r) for k, r in ranked if r["status"] == record["status"]),
+                      next(((k, r) for k, r in ranked if r["status"] != "reproduced"), ranked[0]))
     checks, numbers = split(part["measured"])
     core = part.get("core", record.get("core"))
     name = min(checks, key=lambda n: (n != core, [False, None, True].index(outcome(checks[n]))), default=None)

@@ -290,7 +290,7 @@ def agrees(result: dict[str, dict[str, float]]) -> bool:
     return all(r["ratio"] <= FACTOR for r in result.values())
 
 
-# --- a fast stack against the plain algebra, as the tests and `icl bench` check it ------------------
+# --- a fast stack against the plain algebra, as the tests and `make bench` check it ------------------
 
 
 def perturbed(stack, seed: int):

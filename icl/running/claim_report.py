@@ -16,6 +16,20 @@ from .markdown import cell, escape, fill, table
 
 MARKS = {True: "✓", False: "✗", None: "inconclusive:"}
 SHORT = {"partly reproduced": "partly", "not reproduced": "not"}  # a rank's status beside the claim's
+# Each claim in a few words, for the table that opens REPORT.md and the README (its statement is in
+# its section): a reader of the table alone sees what was judged. A claim not named here shows the
+# name of its core check.
+TITLES = {"C1": "linear, easy task: power law between its references", "C2": "softmax, easy task: solved in one layer",
+          "C3": "linear, top-2: plateau by depth 2", "C4": "softmax, top-2: loss ~ 1/L",
+          "C5": "shared error sets the floor, gamma ~ 1", "C6a": "linear learns strong modes first",
+          "C6b": "softmax learns all modes alike", "C7": "shared stream, untied values: ~ 1/L",
+          "C8": "context updates: top-2 ~ 1/L, wide top-k flat", "C9": "depth cuts the upper tail of selection",
+          "C10": "joint spectra and wide top-k also fall", "R1": "one full-rank layer = the softmax bound",
+          "R2": "full rank: depth adds little", "R3": "rank-limited: ~ 1/L towards the bound",
+          "R4a": "random subspaces match the trained curves", "R4b": "complementary subspaces match them",
+          "R5": "layers choose complementary subspaces", "R6": "frozen tiling matches the trained stack",
+          "R7": "heads and layers interchangeable (L h)", "R8": "h k = d: depth buys little",
+          "R9": "looped stacks keep half the gain"}
 
 
 def number(v) -> str:
@@ -41,8 +55,10 @@ def seeds(values) -> str:
     return ", ".join(map(str, sorted({x["n_seeds"] for v in values for x in leaves(v) if is_estimate(x)})))
 
 
-def reads(check: str, numbers: list) -> str:
-    """The numbers `check` reads, in words ('' where READS does not know the check)."""
+def reads(check: str, numbers: list, brief: bool = False) -> str:
+    """The numbers `check` reads, in words ('' where READS does not know the check); `brief`: a range
+    of several values without their intervals (one value keeps its interval)."""
+    word = (lambda x: number(value_of(x))) if brief else number  # noqa: E731
     out = []
     for name, found, unread in read(check, numbers):
         values = sorted((x for x in found if math.isfinite(value_of(x))), key=value_of)  # a fit that gave none is null
@@ -52,7 +68,7 @@ def reads(check: str, numbers: list) -> str:
         elif values:
             missing = [f"{len(found) - len(values)} without one"] if len(values) < len(found) else []
             counts = ", ".join([f"{len(values)} values"] + missing + unread)
-            out.append(f"{name} {number(values[0])} to {number(values[-1])} ({counts})")
+            out.append(f"{name} {word(values[0])} to {word(values[-1])} ({counts})")
         elif unread:
             out.append(f"{name} {unread[0]}")
     return "; ".join(out)
@@ -76,29 +92,58 @@ def short_status(record: dict) -> str:
     return {"partly reproduced": "partly"}.get(record["status"], record["status"]) + (" (budget)" if record.get("budget") else "")
 
 
+def rank_statuses(record: dict) -> list[str]:
+    """Each rank's status in a word, 'k=4 not', for a claim judged per rank (none otherwise)."""
+    return [f"{k} {SHORT.get(r['status'], r['status'])}" for k, r in parts(record) if k is not None]
+
+
+def glance_status(record: dict) -> str:
+    """The claim's status and, where it is judged at several ranks, each rank's: 'inconclusive (k=4 not,
+    k=12 inconclusive)', so that a row agrees with an answer that speaks of one rank."""
+    ranks = rank_statuses(record)
+    return short_status(record) + (f" ({', '.join(ranks)})" if len(ranks) > 1 else "")
+
+
+def core_criterion(record: dict) -> str:
+    """What the core check asks, from the criterion's 'core: ...' clause without its asides in
+    parentheses: 'R_deepest / R_1 < 0.9 and |alpha - 1| <= 0.25 for the primary model'."""
+    text = record["criterion"].split("; ")[0].removeprefix("core: ")
+    out, depth = "", 0
+    for i, ch in enumerate(text):  # an aside opens with " (" and ends at its matching ")"; R(L, h) stays
+        if ch == "(" and (depth or text[i - 1:i] == " "):
+            depth += 1
+        if not depth:
+            out += ch
+        if ch == ")" and depth:
+            depth -= 1
+    return " ".join(out.split())
+
+
 def figure_link(root: Path, base: Path, figure: str) -> str:
     """A Markdown link relative to the report; a figure that is not on disk is said to be missing."""
     name, path = escape(Path(figure).name), root / figure
     return f"[{name}]({os.path.relpath(path, base)})" if path.exists() else f"{name} (missing: rerun its notebook)"
 
 
-def deciding_number(record: dict, most: int = 90) -> str:
-    """The number that decided a claim, where: 'k=4: alpha (primary model) 0.478 [0.426, 0.531] ...'."""
+def deciding_number(record: dict) -> str:
+    """The numbers that decided a claim, where, whole: 'k=12: alpha (primary model) 0.9 to 1.01 (3 values)'
+    (a range without its intervals: REPORT.md's section has them)."""
     rank, name, _, numbers = deciding(record)
-    text = (f"{rank}: " if rank else "") + (reads(name, numbers) if name else "no check recorded")
-    return text if len(text) <= most else text[: most - 1] + "…"
+    return (f"{rank}: " if rank else "") + (reads(name, numbers, brief=True) or name if name else "no check recorded")
 
 
 def compact_table(rows: list[dict], root: Path, outputs: Path, doc: Path) -> str:
-    """The claims at a glance, for a document in folder `doc`: id, status in a word or two, the
-    number that decided it, its figure and its executed notebook (in `outputs`), linked where it is."""
+    """The claims at a glance, for a document in folder `doc`: id and the claim in a few words, status
+    (per rank where judged per rank), the numbers that decided it and what its core check asks of them,
+    its figure and its executed notebook (in `outputs`), linked where it is."""
     def notebook(name):
         executed = outputs / name / f"{name}.ipynb"
         return f"[{escape(name[:2])}]({os.path.relpath(executed, doc)})" if executed.is_file() else escape(name[:2])
 
-    body = [[cell(c["id"]), cell(short_status(c)), cell(deciding_number(c)), figure_link(root, doc, c["figure"]),
+    body = [[f"{cell(c['id'])}: {cell(TITLES.get(c['id'], c.get('core', '')))}", cell(glance_status(c)),
+             cell(deciding_number(c)), cell(core_criterion(c)), figure_link(root, doc, c["figure"]),
              notebook(c["notebook"]) if c.get("notebook") else ""] for c in rows]
-    return table(["claim", "status", "deciding number", "figure", "notebook"], body)
+    return table(["claim", "status", "deciding number", "core check", "figure", "notebook"], body)
 
 
 def number_tables(record: dict) -> list[str]:
@@ -161,7 +206,7 @@ def checks_lines(record: dict) -> list[str]:
 def section(record: dict, root: Path, base: Path) -> str:
     """A claim's section (report.md.tmpl's `claim`, which ends without a newline): its text, criterion
     and figure, its numbers and its checks."""
-    ranks = [f"{k} {SHORT.get(r['status'], r['status'])}" for k, r in parts(record) if k is not None]
+    ranks = rank_statuses(record)
     return fill("claim", id=escape(record["id"]), status=escape(status_text(record) + (f" ({', '.join(ranks)})" if ranks else "")),
                 claim=escape(record["claim"]), criterion=escape(record["criterion"]),
                 figure=figure_link(root, base, record["figure"]), tables="".join(t + "\n" for t in number_tables(record)),

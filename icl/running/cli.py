@@ -29,13 +29,12 @@ COMMANDS = {
     "report": ("icl.running.report", "rewrite REPORT.md, claims.json and the README's results from outputs/, running nothing"),
     "golden": ("icl.running.golden", "write the ci-profile golden notebooks that nbval compares against"),
     "bound": ("icl.running.cli", "softmax, mixture and random-subspace bounds of the softmax model, no training"),
-    "bench": ("icl.running.bench", "training steps per second of icl against plain full attention, with the ratio"),
     "judge": ("icl.running.judge", "judge your own depth curves by the rule that judges C4 (inverse-depth decay)"),
 }
 
 
 DESCRIPTION = ("In-context learning with linear and softmax attention: train models, run sweeps through the run "
-               "cache, execute the paper's notebooks, benchmark. Bad input exits with status 2 and one line.")
+               "cache, execute the paper's notebooks, judge depth curves. Bad input exits with status 2 and one line.")
 
 
 class Parser(argparse.ArgumentParser):

@@ -9,6 +9,7 @@ not declared, and on any value of the wrong type or an impossible run setting.
 """
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
@@ -32,6 +33,7 @@ from .paths import repo_root
 from .sweep import diverged, run_sweep
 
 _DECLARED: dict[str, object] = {}
+_IMPORTED: dict[str, object] = {}  # parameter-like names of the namespace the parameters cell did not assign
 PARAMETER_TYPES = (bool, int, float, str, list, tuple, dict, type(None))
 
 
@@ -45,8 +47,33 @@ def end_of_parameters(ns: dict) -> None:
     `icl reproduce` ends with its worker, before it writes anything (`processes.kernel_started`)."""
     _config_errors_in_one_line()
     processes.kernel_started()
+    assigned = _assigned_by_this_cell(ns)
     _DECLARED.clear()
-    _DECLARED.update({k: _copy(v) for k, v in _parameter_like(ns).items()})
+    _IMPORTED.clear()
+    for k, v in _parameter_like(ns).items():
+        (_DECLARED if assigned is None or k in assigned else _IMPORTED)[k] = _copy(v)
+
+
+def _assigned_by_this_cell(ns: dict) -> set[str] | None:
+    """The names the running cell (the parameters cell, which ends with end_of_parameters) assigns
+    at its top level, where `ns` is an IPython kernel's namespace: a constant imported earlier
+    (`PLATEAU`) is no parameter, and was listed among them in a bad parameter's error. None
+    elsewhere (a dict of parameters handed in, as icl reproduce's checks do): all of `ns` counts."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    cells = ns.get("In") if shell is not None and ns is shell.user_ns else None
+    if not cells:
+        return None
+    try:
+        body = ast.parse(cells[-1]).body  # In[-1]: this cell, stored before it runs
+    except SyntaxError:
+        return None
+    targets = [t for node in body if isinstance(node, (ast.Assign, ast.AnnAssign))
+               for t in (node.targets if isinstance(node, ast.Assign) else [node.target])]
+    return {t.id for t in targets if isinstance(t, ast.Name)}
 
 
 def _copy(v):
@@ -130,7 +157,8 @@ def parameters(ns: dict, make_outputs: bool = True) -> Settings:
     if not _DECLARED:
         raise RuntimeError("call nb.end_of_parameters(globals()) at the end of the parameters cell")
     current = _parameter_like(ns)
-    unknown = sorted(set(current) - set(_DECLARED))
+    # an imported constant is no parameter, unless papermill set it (-p PLATEAU 0.5): then it is unknown
+    unknown = sorted(k for k in set(current) - set(_DECLARED) if k not in _IMPORTED or current[k] != _IMPORTED[k])
     if unknown:
         raise ConfigError(f"unknown parameter {excerpt(unknown[0])}; this notebook's parameters are: {', '.join(sorted(_DECLARED))}"
                           + did_you_mean(unknown[0], _DECLARED))

@@ -27,7 +27,7 @@ from ..core.suggest import did_you_mean
 from ..core.train import resolve_device
 from . import paths, plan, processes
 from .files import DISK_FULL, NotAnEntry, disk_full, read_regular
-from .parameters import NEEDS, NOTEBOOKS, PROFILES, check_parameters, chosen, declared_parameters, notebook_parameters, profile_root
+from .parameters import NEEDS, NOTEBOOKS, PROFILES, check_parameters, chosen, declared_parameters, notebook_parameters, profile_root  # noqa: F401 (NOTEBOOKS: read as reproduce.NOTEBOOKS)
 from .paths import repo_root
 from .plan import SMOKE
 from .processes import cores
@@ -188,28 +188,51 @@ def checked_parameters(root: Path, profile: str, names: list[str], device: str |
     return params
 
 
-def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs: int = 1,
-            overrides: dict | None = None, log=print, own: dict[str, dict] | None = None, yes: bool = False) -> dict[str, dict]:
-    """Run notebooks (in dependency order, up to `jobs` at once); each one's result by name.
-    `own`: parameters per notebook on top of `overrides` (a smoke run's output folders). Refused
-    above a day of estimated training unless `yes` (`plan.check_work`)."""
+def dependency_order(names: list[str]) -> tuple[dict[str, list[str]], TopologicalSorter]:
+    """What each of `names` reads among them (`NEEDS`), and the standard library's scheduler of that
+    graph (what is ready, what is done); ConfigError for a cycle, before any parameter is checked."""
     needs = {n: [d for d in NEEDS.get(n, ()) if d in names] for n in names}
-    order = TopologicalSorter(needs)  # the standard library's scheduler of a graph: what is ready, what is done
+    order = TopologicalSorter(needs)
     try:
         order.prepare()
     except CycleError as err:
         raise ConfigError(f"NEEDS: {', '.join(dict.fromkeys(err.args[1]))} wait for each other; the dependencies "
                           "must not form a cycle") from None
+    return needs, order
+
+
+def hold_locks(root: Path, profile: str, params: dict[str, dict]) -> list:
+    """The profile's lock, and one per output folder beside the profile's: two runs of other profiles
+    into one -p output_dir would otherwise stage and publish over each other. Held while the list lives."""
+    folders = {staging_paths(root, p, n)["stage"].parent for n, p in params.items()} - {staging_folder(root / profile_root(profile))}
+    return [hold_lock(root, profile)] + [processes.hold_lock(f, f"icl reproduce into {paths.shown(f.parent, root)}")
+                                         for f in sorted(folders)]
+
+
+def say_finished(tag: str, result: dict, out: Path, log) -> None:
+    """The line (and the kernel's warnings) of a notebook that finished, well or not; `out`: its
+    executed copy."""
+    if result["status"] != "ok":
+        log(f"{tag} FAILED after {result['seconds']:.0f} s: {result['error']}")
+        return
+    trained = "no run cache" if result["runs_trained"] is None else f"{result['runs_trained']} runs trained"
+    log(f"{tag} done in {result['seconds']:.0f} s ({trained}) -> {out}")
+    for line in result.get("warnings", []):  # said inside the kernel: a full cache, say
+        log(f"{tag}: {line}")
+
+
+def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs: int = 1,
+            overrides: dict | None = None, log=print, own: dict[str, dict] | None = None, yes: bool = False) -> dict[str, dict]:
+    """Run notebooks (in dependency order, up to `jobs` at once); each one's result by name.
+    `own`: parameters per notebook on top of `overrides` (a smoke run's output folders). Refused
+    above a day of estimated training unless `yes` (`plan.check_work`)."""
+    needs, order = dependency_order(names)
     params = checked_parameters(root, profile, names, device, jobs, overrides, own)
     cost = plan.check_work(root, profile, names, params, yes)  # seconds of what is left to train, per notebook
-    lock = hold_lock(root, profile)  # noqa: F841 (held until this function returns)
-    # and a lock per output folder beside the profile's: two runs of other profiles into one -p output_dir
-    # would otherwise stage and publish over each other
-    folders = {staging_paths(root, p, n)["stage"].parent for n, p in params.items()} - {staging_folder(root / profile_root(profile))}
-    locks = [processes.hold_lock(f, f"icl reproduce into {paths.shown(f.parent, root)}") for f in sorted(folders)]  # noqa: F841
+    locks = hold_locks(root, profile, params)  # noqa: F841 (held until this function returns)
     registry = root / profile_root(profile) / ".staging" / ".processes"  # where workers and kernels register
     env = {"MPLBACKEND": INLINE_BACKEND, processes.REGISTRY_ENV: str(registry), **(ONE_THREAD if jobs > 1 else {})}
-    number = {n: i for i, n in enumerate(names, 1)}
+    tag = {n: f"[{i}/{len(names)}] {n}" for i, n in enumerate(names, 1)}
     first = {n: i for i, n in enumerate(plan.critical_first(names, cost, NEEDS) if jobs > 1 else names)}
     results: dict[str, dict] = {}
     ready, running = [], {}
@@ -223,11 +246,11 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
                 if failed:
                     results[n] = {"status": "failed", "seconds": 0.0, "runs_trained": None,
                                   "error": f"not run: {failed[0]}, which it reads, failed"}
-                    log(f"[{number[n]}/{len(names)}] {n} not run: {failed[0]} failed")
+                    log(f"{tag[n]} not run: {failed[0]} failed")
                     order.done(n)
                 else:
                     left = cost.get(n, 0.0)  # its estimate first, as train's
-                    log(f"[{number[n]}/{len(names)}] {n} ({profile}) started"
+                    log(f"{tag[n]} ({profile}) started"
                         + (f": about {plan.duration(left)} of training left on this machine" if left > 60 else ""))
                     running[pool.submit(run_notebook, str(root), n, params[n], env)] = n
             if not running:  # only notebooks not run: what they held back is ready now
@@ -235,16 +258,9 @@ def run_all(root: Path, profile: str, names: list[str], device: str | None, jobs
             finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for f in finished:
                 n = running.pop(f)
-                r = results[n] = f.result()
+                results[n] = f.result()
                 order.done(n)
-                if r["status"] == "ok":
-                    trained = "no run cache" if r["runs_trained"] is None else f"{r['runs_trained']} runs trained"
-                    out = Path(params[n]["output_dir"]) / f"{n}.ipynb"
-                    log(f"[{number[n]}/{len(names)}] {n} done in {r['seconds']:.0f} s ({trained}) -> {out}")
-                    for line in r.get("warnings", []):  # said inside the kernel: a full cache, say
-                        log(f"[{number[n]}/{len(names)}] {n}: {line}")
-                else:
-                    log(f"[{number[n]}/{len(names)}] {n} FAILED after {r['seconds']:.0f} s: {r['error']}")
+                say_finished(tag[n], results[n], Path(params[n]["output_dir"]) / f"{n}.ipynb", log)
     finally:
         pool.shutdown(cancel_futures=True)
         for n, p in params.items():  # the key (0600) of a kernel whose worker was killed (kill -9) stays in staging
@@ -321,19 +337,3 @@ def run(args) -> int:
         return 0
     return 2 if all(t.get("ename") in ("ConfigError", None) for t in failed.values()) else 1
 
-
-def parallel_speedup(jobs: int = 2, profile: str = "ci") -> dict:
-    """Wall time of a whole reproduction at `profile`, serial and with `jobs` processes, in one
-    call (the bench's `reproduce_parallel_speedup`). The workers are spawned: a script that calls
-    this must do so under `if __name__ == "__main__":` (`python -m icl bench` does)."""
-    root = repo_root()
-    seconds = {}
-    for j in (1, jobs):
-        start = time.perf_counter()
-        results = run_all(root, profile, list(NOTEBOOKS), "cpu", j, log=lambda line: print("  " + line, flush=True))
-        seconds[j] = time.perf_counter() - start
-        if any(r["status"] != "ok" for r in results.values()):
-            raise RuntimeError(f"reproduce --profile {profile} --jobs {j} failed: {results}")
-    return {"profile": profile, "jobs": jobs, "serial_seconds": round(seconds[1], 1),
-            "parallel_seconds": round(seconds[jobs], 1), "cores": cores(),
-            "load_average": os.getloadavg()[0], "reproduce_parallel_speedup": round(seconds[1] / seconds[jobs], 2)}

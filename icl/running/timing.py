@@ -1,16 +1,14 @@
-"""Timing and memory measurements for `icl bench`, the cost estimate (icl.running.workload) and
-scripts/step_table.py: the step icl's training takes, seconds per step of contenders timed
-alternately (medians over repeats), matmul FLOPs, peak rates, peak memory."""
+"""Timing for the cost estimate (icl.running.workload), `make bench` (benchmarks/bench.py) and
+scripts/step_table.py: the step icl's training takes, and seconds per step of contenders timed
+alternately (medians over repeats)."""
 from __future__ import annotations
 
 import itertools
-import resource
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from ..core.config import RunConfig
 from ..core.models import build, stack_order
@@ -65,33 +63,6 @@ def seconds_per_step(steps: dict[str, Callable[[], None]], repeats: int, device:
             cpu[name].append((time.process_time() - start_cpu) / counts[name])
     median = lambda d: {name: statistics.median(t) for name, t in d.items()}
     return median(wall), median(cpu)
-
-
-def step_flops(step: Callable[[], None]) -> int:
-    """Matmul FLOPs of one training step (forward, backward, sampling), counted by torch."""
-    with FlopCounterMode(display=False) as counter:
-        step()
-    return int(counter.get_total_flops())
-
-
-def peak_flop_rate(device: torch.device, n: int | None = None, repeats: int = 5) -> float:
-    """The machine's float32 matmul rate, measured on an n x n product (the best of a few); a GPU
-    needs a larger product than a CPU to get near its peak."""
-    n = n or (4096 if device.type == "cuda" else 1024)
-    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
-    a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        sync(device)
-        start = time.perf_counter()
-        a @ b
-        sync(device)
-        best = min(best, time.perf_counter() - start)
-    return 2 * n**3 / best
-
-
-def max_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
 def icl_trainer(cfg: RunConfig, depths: list[int], device: torch.device, looped: bool = False) -> Callable[[], tuple]:

@@ -9,6 +9,7 @@ import pytest
 from icl.analysis.intervals import Estimate, leave_one_out, over_seeds, seed_matrix
 
 
+@pytest.mark.slow  # thousands of simulated experiments: 3 s each on a shared 2-core machine (issue 57)
 @pytest.mark.parametrize("n", [3, 5])
 def test_the_95_interval_of_a_mean_covers_the_truth_as_often_as_it_says_at_few_seeds(n):
     """Student's t with n - 1 degrees of freedom: exact for the mean of normal draws, where the

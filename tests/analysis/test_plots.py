@@ -127,6 +127,7 @@ def test_a_shared_label_per_row_is_enough():
     assert plot_audit.figure_problems(fig) == []
 
 
+@pytest.mark.slow  # saves full-size figures: 4 s on a shared 2-core machine (issue 57)
 def test_saved_pngs_have_at_least_200_dpi(tmp_path):
     s = SimpleNamespace(path=lambda name: str(tmp_path / name), relpath=str)
     png = notebook.save_figure(s, regime_map(), "map", "The regime map.")

@@ -114,6 +114,7 @@ def test_kernels_built_with_openmp_run_on_torchs_threads():
     assert all(native.ON_TORCH_THREADS[n] for n in built)
 
 
+@pytest.mark.slow  # 4-8 s each on a shared 2-core machine (issue 57: make test-fast under a minute)
 @pytest.mark.parametrize("model", MODELS)
 def test_the_kernels_agree_on_two_threads(model):
     torch.set_num_threads(2)

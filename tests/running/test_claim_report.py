@@ -25,3 +25,29 @@ def test_an_exponent_left_unread_is_said_so_in_what_a_check_reads():
     assert text.startswith("alpha (primary model) 0.72 [0.46, 1.09]; not identified in 1")
     only = reads("inverse-depth decay", numbers[1:])
     assert only == "alpha (primary model) not identified in 1"
+
+
+def test_a_row_of_the_claims_table_reads_on_its_own(tmp_path):
+    """Issue 57: the claim named in words, each rank's status beside the claim's (C4 read 'inconclusive'
+    while the answer called 1/L rejected), the deciding numbers whole with what the core check asks of
+    them, and no cell cut with '…'."""
+    from icl.running.claim_report import compact_table, core_criterion
+
+    def est(v):
+        return {"value": v, "ci95": [v - 0.05, v + 0.05], "n_seeds": 5}
+
+    alphas = {f"(a, b) = ({a}, {b})": est(0.5 + a / 10 + b / 100) for a in range(3) for b in range(3)}
+    ranks = {"key_dim 4": {"status": "not reproduced", "measured": {"alpha (primary model)": alphas, "R_deepest / R_1": alphas,
+                                                                     "inverse-depth decay": False}},
+             "key_dim 12": {"status": "inconclusive", "measured": {"alpha (primary model)": alphas, "R_deepest / R_1": alphas,
+                                                                   "inverse-depth decay": None}}}
+    record = {"id": "C4", "claim": "Softmax keeps improving with depth.", "status": "inconclusive", "core": "inverse-depth decay",
+              "criterion": "core: R_deepest / R_1 < 0.9 and |alpha - 1| <= 0.25 for the primary model (one power law over every "
+                           "depth if p >= 0.05, else the tail L >= m, m = lcm(d, k) / k); secondary: L0 < 0.7",
+              "measured": {}, "regimes": ranks, "figure": "f.png"}
+    row = compact_table([record], tmp_path, tmp_path, tmp_path).splitlines()[2]
+    assert "…" not in row and row.startswith("| C4: softmax, top-2: loss \\~ 1/L | inconclusive (k=4 not, k=12 inconclusive) | k=12: ")
+    assert "alpha (primary model) 0.5 to 0.72 (9 values)" in row  # the undecided rank's numbers decide an inconclusive claim
+    assert core_criterion(record) == "R_deepest / R_1 < 0.9 and |alpha - 1| <= 0.25 for the primary model"
+    assert core_criterion({"criterion": "core: the largest |R(L, h) / R(L h, 1) - 1| is below 0.1 (in the shared stream)"}) == \
+        "the largest |R(L, h) / R(L h, 1) - 1| is below 0.1"

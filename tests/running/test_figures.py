@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from conftest import ROOT
 
-from icl.running.reproduce import NOTEBOOKS
+from icl.running.parameters import NOTEBOOKS
 
 DRAWING = {"subplots", "figure", "savefig", "save_figure", "imshow"}  # calls that make or save a figure
 # Committed before plots.style() selected the inline backend (they were executed with

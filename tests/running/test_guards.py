@@ -42,6 +42,7 @@ def test_reproduce_refuses_more_than_a_day_of_training_before_a_notebook_starts(
     assert text.startswith("work: the training left") and "days" in text and "--yes" in text and "\n" not in text, text
 
 
+@pytest.mark.slow  # times real steps for the estimate: 4 s on a shared 2-core machine (issue 57)
 def test_with_yes_the_estimate_is_returned_not_refused():
     params = rep.checked_parameters(ROOT, "ci", ["03_difficult"], "cpu", 1, {"steps": 10**12}, None)
     cost = plan.check_work(ROOT, "ci", ["03_difficult"], params, yes=True)
@@ -83,3 +84,23 @@ def test_a_custom_spectrum_replaces_every_spectrum_and_half_of_one_is_refused():
         assert s["progress"] is True  # papermill's -p hands "true" over as a string
     finally:
         nb.end_of_parameters({})
+
+
+def test_an_imported_constant_is_no_parameter_of_a_notebook():
+    """In a kernel, `from icl.claims import PLATEAU` in the first cell made PLATEAU a parameter: it was
+    listed in a bad parameter's error. Only the parameters cell's own names are parameters; the
+    imported one is unknown only if papermill sets it."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        run = lambda code: shell.run_cell(code, store_history=True).error_in_exec  # noqa: E731
+        assert run("from icl.claims import PLATEAU\nfrom icl import notebook as nb") is None
+        assert run("steps = 3\noutput_dir = 'outputs/scratch/x'\nnb.end_of_parameters(globals())") is None
+        assert set(shell.user_ns["nb"]._DECLARED) == {"steps", "output_dir"}
+        err = run("stepz = 4\nnb.parameters(globals(), make_outputs=False)")  # papermill's injected -p stepz 4
+        assert isinstance(err, ConfigError) and "PLATEAU" not in str(err) and "did you mean 'steps'" in str(err), err
+        err = run("del stepz\nPLATEAU = 0.5\nnb.parameters(globals(), make_outputs=False)")
+        assert isinstance(err, ConfigError) and "unknown parameter 'PLATEAU'" in str(err), err
+    finally:
+        InteractiveShell.clear_instance()

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from conftest import ROOT
 
-from icl.running.reproduce import NOTEBOOKS
+from icl.running.parameters import NOTEBOOKS
 
 SOURCES = sorted((ROOT / "notebooks").glob("*.py"))
 

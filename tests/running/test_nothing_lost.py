@@ -82,7 +82,7 @@ def test_dev_stdout_is_written_through_its_descriptor_at_its_offset(tmp_path):
 
 
 def test_a_table_goes_beside_a_file_never_beside_a_device_or_a_stream(tmp_path):
-    """`icl bench --json /dev/null` wrote its Markdown table as a new file /dev/null.md."""
+    """`make bench`'s `--json /dev/null` wrote its Markdown table as a new file /dev/null.md."""
     from icl.running.files import regular_target
 
     assert regular_target(tmp_path / "bench.json") and regular_target(tmp_path / "not-yet.json")
@@ -310,13 +310,6 @@ def test_bound_refuses_a_million_evaluation_sets_in_one_line(capsys):
     err = one_line(capsys, ["bound", "--dim", "6", "--context-length", "12", "--eval-contexts", "64", "--depths", "1", "2",
                             "--fit-contexts", "64", "--eval-sets", "100000000"])
     assert "more than a day" in err and "--yes" in err
-
-
-def test_bench_refuses_absurd_threads_and_a_day_of_benchmarking(capsys, tmp_path):
-    err = one_line(capsys, ["bench", "--threads", "100000", "--json", str(tmp_path / "b.json")])
-    assert "threads: 100000 is not allowed" in err
-    err = one_line(capsys, ["bench", "--only", "softmax L=16", "--repeats", "10000000", "--json", str(tmp_path / "b.json")])
-    assert "more than a day" in err
 
 
 def test_a_notebooks_threads_are_bounded():

@@ -113,7 +113,8 @@ def test_icl_report_rewrites_the_report_from_results_on_disk_running_nothing(tmp
     monkeypatch.chdir(tmp_path)
     assert main(["report", "--profile", "ci"]) == 0
     text = (tmp_path / "outputs" / "ci" / "REPORT.md").read_text()
-    assert "| C4 | partly |" in text and json.loads((base.parent / "claims.json").read_text())["claims"][0]["id"] == "C4"
+    assert "| C4: softmax, top-2: loss \\~ 1/L | partly |" in text
+    assert json.loads((base.parent / "claims.json").read_text())["claims"][0]["id"] == "C4"
     assert main(["report", "--profile", "paper"]) == 2  # nothing to report on: one line, no traceback
     assert "no folder" in capsys.readouterr().err
 

@@ -1,4 +1,4 @@
-"""`python -m icl bench`: training steps per second of icl against a plain implementation.
+"""`make bench` (python -m benchmarks.bench): training steps per second of icl against a plain implementation.
 
 The reference is written the way a user would write these models (icl.core.reference): every layer
 computes full masked attention over all P + 1 tokens, one layer after another, trained with
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,17 +24,21 @@ from unittest import mock
 
 import torch
 
-from .. import __version__
-from ..core.config import ConfigError, RunConfig, check_threads
-from ..core.models import build
-from ..core.reference import check_same, plain_model
-from ..core.registry import MODELS, having
-from ..core.tasks import make_generator, sample_batch
-from ..core.train import resolve_device
-from .cli import check_output_path
-from .files import regular_target, write_atomic, write_json
-from .timing import BLOCK, icl_trainer, max_rss_mib, peak_flop_rate, seconds_per_step, step_flops
-from .workload import check_day, estimate
+from icl import __version__
+from icl.core.config import ConfigError, RunConfig, check_threads
+from icl.core.models import build
+from icl.core.reference import check_same, plain_model
+from icl.core.registry import MODELS, having
+from icl.core.tasks import make_generator, sample_batch
+from icl.core.train import resolve_device
+from icl.running.cli import Parser, check_output_path, clip
+from icl.running.files import regular_target, write_atomic, write_json
+from icl.running.timing import BLOCK, icl_trainer, seconds_per_step
+from icl.running.workload import check_day, estimate
+
+from .machine import max_rss_mib, parallel_speedup, peak_flop_rate, step_flops
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository, which holds this folder
 
 # Targets (a benchmark, not a timed test): speed-up of icl over the reference.
 TARGETS = {"softmax L=64": 20.0, "linear L=64": 5.0, "sweep": 2.0, "generalised": 5.0, "quick": 3.0}
@@ -81,9 +86,9 @@ def icl_only_rss(args, only: list[str] | None = None) -> float:
     cases named in `only`): the benchmark's own peak includes the references' full attention."""
     import json
     import subprocess
-    import sys
 
-    code = "import sys; from icl.running.bench import rss_probe; print(rss_probe(sys.argv[1]))"
+    # benchmarks/ is no installed package: the probe finds it from the repository's root
+    code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from benchmarks.bench import rss_probe; print(rss_probe(sys.argv[1]))"
     probe = {**vars(args), "only": only if only is not None else args.only}
     out = subprocess.run([sys.executable, "-c", code, json.dumps(probe)], capture_output=True, text=True, check=True)
     return float(out.stdout.split()[-1])
@@ -203,6 +208,34 @@ def cases(args) -> list[Case]:
     return out
 
 
+def case_notes(result: dict) -> list[str]:
+    """The lines under the table: what the generalised models are timed against, each kernel's
+    ratio against autograd (kept or not), and the deep sweep's cost and memory."""
+    lines = []
+    if any(r["model"] in having("looped") for r in result["cases"]):
+        lines.append("The reference of the generalised models (context_updates, shared_stream) is their first "
+                     "implementation (icl.core.looped), one stack of all depths. On a CPU they run in "
+                     "icl.core.accel.native's C kernels, whose arithmetic torch's "
+                     "FLOP counter does not see: their GFLOP columns count only what is left in torch.")
+    for r in result["cases"]:
+        if r.get("reference_kind") in ("autograd", "draws"):
+            name = DRAWS if r["reference_kind"] == "draws" else MODELS[r["model"]].kernel
+            ratio = r["speedup_vs_reference"]
+            lines.append(f"Kernel {name} at its notebook's quick shape ({r['case']}): {ratio:.2f}x the step of "
+                         f"{'torch draws' if r['reference_kind'] == 'draws' else 'autograd'} (by CPU time "
+                         f"{r['speedup_vs_reference_cpu_time']:.2f}x): "
+                         + (f"kept (at least {KEEP:g}x)." if ratio >= KEEP else f"**below** {KEEP:g}x."))
+    for r in result["cases"]:
+        if "ratio_to_shallow" in r:
+            sec = r["seconds_per_step"]
+            lines.append(f"{r['case']} ({r['layers']} layers): {sec['icl']:.4f} s per step, {r['ratio_to_shallow']:.2f}x "
+                         f"the {sweep_name(r['shallow_depths'])} sweep's {sec['icl_shallow']:.4f} s (by CPU time "
+                         f"{r['ratio_to_shallow_cpu_time']:.2f}x); peak memory, icl alone in a fresh process: "
+                         f"{r['peak_rss_mib']:.0f} MiB (limit {DEEP_MEMORY_MIB} MiB: "
+                         f"{'met' if r['memory_met'] else '**not met**'}).")
+    return lines
+
+
 def markdown(result: dict) -> str:
     m = result["machine"]
     lines = [f"# icl bench ({m['device']}, {m['threads']} threads, torch {m['torch']})", "",
@@ -226,28 +259,7 @@ def markdown(result: dict) -> str:
         lines.append(f"| {r['case']} | {r['layers']} | {size} | {sps['icl']:.2f} | {ref} | {seq} | {tgt} | {met} | {by_cpu} | "
                      f"{r['icl_flop_rate'] / 1e9:.2f} ({r['icl_flop_fraction']:.1%}) | {r['icl_flops_per_cpu_second'] / 1e9:.2f} | "
                      f"{'yes' if r['same'] else '**no**'} ({r['error_ratio']:.2g}) |")
-    lines.append("")
-    if any(r["model"] in having("looped") for r in result["cases"]):
-        lines.append("The reference of the generalised models (context_updates, shared_stream) is their first "
-                     "implementation (icl.core.looped), one stack of all depths. On a CPU they run in "
-                     "icl.core.accel.native's C kernels, whose arithmetic torch's "
-                     "FLOP counter does not see: their GFLOP columns count only what is left in torch.")
-    for r in result["cases"]:
-        if r.get("reference_kind") in ("autograd", "draws"):
-            name = DRAWS if r["reference_kind"] == "draws" else MODELS[r["model"]].kernel
-            ratio = r["speedup_vs_reference"]
-            lines.append(f"Kernel {name} at its notebook's quick shape ({r['case']}): {ratio:.2f}x the step of "
-                         f"{'torch draws' if r['reference_kind'] == 'draws' else 'autograd'} (by CPU time "
-                         f"{r['speedup_vs_reference_cpu_time']:.2f}x): "
-                         + (f"kept (at least {KEEP:g}x)." if ratio >= KEEP else f"**below** {KEEP:g}x."))
-    for r in result["cases"]:
-        if "ratio_to_shallow" in r:
-            sec = r["seconds_per_step"]
-            lines.append(f"{r['case']} ({r['layers']} layers): {sec['icl']:.4f} s per step, {r['ratio_to_shallow']:.2f}x "
-                         f"the {sweep_name(r['shallow_depths'])} sweep's {sec['icl_shallow']:.4f} s (by CPU time "
-                         f"{r['ratio_to_shallow_cpu_time']:.2f}x); peak memory, icl alone in a fresh process: "
-                         f"{r['peak_rss_mib']:.0f} MiB (limit {DEEP_MEMORY_MIB} MiB: "
-                         f"{'met' if r['memory_met'] else '**not met**'}).")
+    lines += ["", *case_notes(result)]
     lines.append("")
     lines.append(f"Total wall time {result['wall_seconds']:.0f} s.")
     load = max(m["load_average"])
@@ -291,7 +303,7 @@ def add_arguments(p) -> None:
     p.add_argument("--repeats", type=int, default=5, help="timed repeats per contender")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's choice)")
     p.add_argument("--yes", action="store_true", help="run a benchmark estimated at more than a day")
-    # --- reproduce's parallel speed-up (icl/running/reproduce.py owns the measurement)
+    # --- reproduce's parallel speed-up (benchmarks/machine.py)
     p.add_argument("--reproduce-jobs", type=int, default=0, metavar="N",
                    help="also time `reproduce --profile ci` serially and with --jobs N (minutes; 0: skip)")
 
@@ -353,9 +365,7 @@ def run(args) -> int:
                     **({"cuda_max_allocated_mib": torch.cuda.max_memory_allocated() / 2**20} if device.type == "cuda" else {})},
         "wall_seconds": time.perf_counter() - start,
     }
-    if args.reproduce_jobs:  # --- reproduce's parallel speed-up (icl/running/reproduce.py owns the measurement)
-        from .reproduce import parallel_speedup  # heavy: loads pandas, scipy and yaml, for this measurement only
-
+    if args.reproduce_jobs:  # --- reproduce's parallel speed-up (benchmarks/machine.py)
         result["reproduce_parallel"] = parallel_speedup(args.reproduce_jobs)
         result["reproduce_parallel_speedup"] = result["reproduce_parallel"]["reproduce_parallel_speedup"]
         r = result["reproduce_parallel"]
@@ -371,3 +381,19 @@ def run(args) -> int:
     if not ok:
         print("bench: the reference and icl disagree on some losses: the speed-ups compare different work")
     return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The bench's command line: bad input exits with status 2 and one line, as icl's commands do."""
+    parser = Parser(prog="bench", description="training steps per second of icl against plain full attention, "
+                    "and each C kernel against autograd")
+    add_arguments(parser)
+    try:
+        return run(parser.parse_args(argv))
+    except ConfigError as err:
+        print(f"bench: error: {clip(str(err))}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # parallel_speedup spawns its workers: they import this module without running it
+    sys.exit(main())

@@ -1,43 +1,11 @@
-"""The benchmark checks that icl computes what the plain algebra (icl.core.reference) computes before it
-times them, and writes its JSON and Markdown."""
+"""`make bench` (benchmarks/bench.py) writes its JSON and Markdown, and refuses bad arguments in one line
+before any timing. That icl computes what the plain algebra computes is tested in tests/core/test_reference.py."""
 import json
 
 import pytest
-import torch
-from conftest import tiny_config
 
-from icl.core.models import build
-from icl.core.reference import FACTOR, check_same, plain_model
-from icl.running.cli import main
-
-
-@pytest.mark.parametrize("model", ["softmax", "linear", "untied_values", "context_updates", "shared_stream"])
-@pytest.mark.parametrize("scale", ["inverse_depth", "unit"])
-def test_icl_and_the_plain_algebra_compute_the_same(model, scale):
-    cfg = tiny_config(model=model, residual_scale=scale, batch_size=16, key_dim=3)
-    check = check_same(cfg, [3, 1, 2], torch.device("cpu"))
-    assert check["same"], check
-    assert check["error_ratio"] <= FACTOR and set(check["agreement"]) >= {"loss", "grad query", "grad key"}
-
-
-@pytest.mark.parametrize("model", ["softmax", "linear"])
-def test_the_check_sees_a_wrong_mask(model, monkeypatch):
-    """The check can fail: letting every token (the query too) read the query changes the plain
-    algebra's losses, so icl no longer agrees with it."""
-    import icl.core.reference
-
-    cfg = tiny_config(model=model, batch_size=16)
-    assert check_same(cfg, [2], torch.device("cpu"))["same"]
-    monkeypatch.setattr(icl.core.reference, "attends", lambda P, device=None: torch.ones(P + 1, P + 1, dtype=torch.bool))
-    assert not check_same(cfg, [2], torch.device("cpu"))["same"]
-
-
-def test_the_plain_model_copies_one_model_of_a_stack():
-    cfg = tiny_config(model="softmax")
-    stack = build(cfg, [2, 3])
-    ref = plain_model(stack, 1)
-    assert torch.equal(ref.query, stack.query[2:5]) and torch.equal(ref.key, stack.key[2:5])
-    assert ref.step == 1 / 3 and torch.equal(ref.readout, stack.readout[1])  # s = 1/L, exactly as the reference sets it
+from benchmarks.bench import main
+from icl.core.reference import FACTOR
 
 
 def ratio_of_rates(case: dict, other: str) -> float:
@@ -52,7 +20,7 @@ def test_bench_command_writes_json_and_markdown(tmp_path):
     small = ["--generalised-depths", "1", "2", "--generalised-size", "4", "6", "4", "2",
              "--deep-sweep-depths", "1", "2", "4", "--deep-sweep-size", "4", "6", "4", "2",
              "--quick-depths", "1", "2", "--quick-size", "4", "6", "4", "2"]
-    code = main(["bench", "--json", str(out), "--dim", "4", "--context-length", "6", "--batch-size", "4",
+    code = main(["--json", str(out), "--dim", "4", "--context-length", "6", "--batch-size", "4",
                  "--depths", "2", "--sweep-depths", "1", "2", "--sweep-models", "linear", "--repeats", "1", *small])
     assert code == 0
     result = json.loads(out.read_text())
@@ -85,7 +53,7 @@ def test_bench_command_writes_json_and_markdown(tmp_path):
 @pytest.mark.slow
 def test_bench_only_runs_the_named_cases(tmp_path):
     out = tmp_path / "bench.json"
-    code = main(["bench", "--json", str(out), "--generalised-depths", "2", "1", "--generalised-size", "4", "6", "4", "2",
+    code = main(["--json", str(out), "--generalised-depths", "2", "1", "--generalised-size", "4", "6", "4", "2",
                  "--repeats", "1", "--only", "shared_stream L=2-1"])
     assert code == 0
     assert [c["case"] for c in json.loads(out.read_text())["cases"]] == ["shared_stream L=2-1"]
@@ -99,29 +67,31 @@ def test_bench_only_runs_the_named_cases(tmp_path):
                                         (["--json", "-"], ["--json", "'-'", "file path"])])  # it wrote a file named '-'
 def test_bad_bench_arguments_exit_2_in_one_line_before_any_timing(tmp_path, capsys, monkeypatch, argv, words):
     """--repeats 0 and --depths 0 were tracebacks, an unknown --only exited 1."""
-    import icl.running.bench
+    import benchmarks.bench
 
-    monkeypatch.setattr(icl.running.bench, "peak_flop_rate", lambda *a: pytest.fail("timing started"))
-    assert main(["bench", "--json", str(tmp_path / "b.json"), *argv]) == 2
+    monkeypatch.setattr(benchmarks.bench, "peak_flop_rate", lambda *a: pytest.fail("timing started"))
+    assert main(["--json", str(tmp_path / "b.json"), *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert all(w in err for w in words), err
 
 
-def test_a_step_is_timed_after_its_warm_up_not_with_it():
-    """On a GPU the first steps carry its start-up: a plan timed from them was about 100x pessimistic
-    (issue 47). A step that is slow twice, then fast, is timed fast."""
-    import time
+def one_line(capsys, argv) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
 
-    import torch
 
-    from icl.running.timing import seconds_per_step
+def test_bench_refuses_absurd_threads_and_a_day_of_benchmarking(capsys, tmp_path):
+    err = one_line(capsys, ["--threads", "100000", "--json", str(tmp_path / "b.json")])
+    assert "threads: 100000 is not allowed" in err
+    err = one_line(capsys, ["--only", "softmax L=16", "--repeats", "10000000", "--json", str(tmp_path / "b.json")])
+    assert "more than a day" in err
 
-    calls = []
 
-    def step():
-        calls.append(1)
-        time.sleep(0.2 if len(calls) <= 2 else 0.002)
+def test_bench_is_no_longer_a_subcommand_of_icl(capsys):
+    """A developer's tool: `make bench` runs it; the user's `icl` lists no bench."""
+    from icl.running.cli import COMMANDS
 
-    wall, _ = seconds_per_step({"s": step}, 1, torch.device("cpu"), block=0.02)
-    assert wall["s"] < 0.02, wall
+    assert "bench" not in COMMANDS
