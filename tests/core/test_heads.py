@@ -37,12 +37,30 @@ PINNED = {  # (model, path): per run (depths 3, 2, 1), final loss then loss curv
 }
 
 
+# Two machines that both report AVX512 to torch differ in the last bits (2.2e-7 relative at most,
+# two float32 ulps, measured on 2026-12-06): their microarchitectures pick other kernels. A change
+# to the arithmetic moves six steps of training far more than this tolerance of about eight ulps.
+PIN_TOLERANCE = 1e-6
+
+
+def same_losses(got: list[str], pinned: list[str]) -> bool:
+    """Every hexadecimal loss of `got` within PIN_TOLERANCE (relative) of the pinned one."""
+    pairs = [(float.fromhex(a), float.fromhex(b)) for g, p in zip(got, pinned) for a, b in zip(g.split(), p.split())]
+    return len(got) == len(pinned) and all(abs(a - b) <= PIN_TOLERANCE * abs(b) for a, b in pairs)
+
+
 @pytest.mark.skipif(fingerprint() != FINGERPRINT, reason=f"losses pinned with torch and CPU {FINGERPRINT}")
 @pytest.mark.parametrize("model, path", list(PINNED), ids=lambda v: str(v))
-def test_one_head_and_untied_layers_train_to_todays_losses_bit_for_bit(model, path):
+def test_one_head_and_untied_layers_train_to_todays_losses(model, path):
     if path == "kernels" and native.library("softmax_ensemble") is None:
         pytest.skip("no C compiler: no kernels")
-    assert losses(case(model, path, heads=1, tie_layers=False), path) == PINNED[model, path]
+    assert same_losses(losses(case(model, path, heads=1, tie_layers=False), path), PINNED[model, path])
+
+
+def test_the_pin_comparison_fails_on_a_change_of_a_few_ulps_more():
+    pinned = PINNED["linear", "torch"]
+    moved = [" ".join((float.fromhex(x) * (1 + 4 * PIN_TOLERANCE)).hex() for x in run.split()) for run in pinned]
+    assert same_losses(pinned, pinned) and not same_losses(moved, pinned)
 
 
 HEADED = [(m, h, tied) for m in ("softmax", "untied_values", "shared_stream", "context_updates")
