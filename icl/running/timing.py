@@ -13,8 +13,9 @@ import torch
 from ..core.config import RunConfig
 from ..core.models import build, stack_order
 from ..core.registry import implementation
-from ..core.tasks import make_generator
-from ..core.train import StackAdam, train_step
+# the modules, not their names: a test's simulated device patches tasks.make_generator and
+# train.train_step, and this module may be imported before it does (the bench imports it first)
+from ..core import tasks, train
 
 
 def sync(device: torch.device) -> None:
@@ -71,9 +72,9 @@ def icl_trainer(cfg: RunConfig, depths: list[int], device: torch.device, looped:
     `looped`: the generalised model's first implementation (icl.core.looped) instead."""
     depths = stack_order(cfg.model, depths)
     stack = (implementation(cfg.model, "looped")(cfg, depths) if looped else build(cfg, depths)).to(device)
-    opt = StackAdam(stack, torch.full((len(depths),), cfg.learning_rate, device=device))
-    gen, steps = make_generator(cfg.seed, device), itertools.count()
-    return lambda: train_step(stack, opt, cfg, gen, next(steps))  # the step icl's training takes
+    opt = train.StackAdam(stack, torch.full((len(depths),), cfg.learning_rate, device=device))
+    gen, steps = tasks.make_generator(cfg.seed, device), itertools.count()
+    return lambda: train.train_step(stack, opt, cfg, gen, next(steps))  # the step icl's training takes
 
 
 def eval_set_seconds(cfg: RunConfig, fit_contexts: int) -> float:
