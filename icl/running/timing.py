@@ -10,12 +10,12 @@ from collections.abc import Callable
 
 import torch
 
-from ..core.config import RunConfig
-from ..core.models import build, stack_order
-from ..core.registry import implementation
 # the modules, not their names: a test's simulated device patches tasks.make_generator and
 # train.train_step, and this module may be imported before it does (the bench imports it first)
 from ..core import tasks, train
+from ..core.config import RunConfig
+from ..core.models import build, stack_order
+from ..core.registry import implementation
 
 
 def sync(device: torch.device) -> None:
