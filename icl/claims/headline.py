@@ -90,6 +90,8 @@ def _check(row: dict) -> str:
     raw = None if e is None else within(e, 1.0, ALPHA_TOL)
     _, why = power_law(row, raw)
     verdict = near_one(row, ALPHA_TOL)
+    if verdict is False and raw is not False:  # failed on its shape, whatever its alpha
+        return f"fails: {why}"
     if verdict is not None:
         other = read_otherwise(row, ALPHA_TOL)
         return (f"{'within' if verdict else 'outside'} {ALPHA_TOL} of 1" + (f": {why}" if why else "")

@@ -116,7 +116,7 @@ def core_criterion(record: dict) -> str:
             out += ch
         if ch == ")" and depth:
             depth -= 1
-    return " ".join(out.split())
+    return " ".join(out.split()).replace(" ,", ",")
 
 
 def figure_link(root: Path, base: Path, figure: str) -> str:
