@@ -177,7 +177,7 @@ def training_curves(ax, results: list[dict], title: str = "") -> None:
     ax.set_yscale("log")
     ax.set_xlabel("training step")
     ax.set_ylabel("relative evaluation loss")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=SMALLEST_FONT + 1)
 
 
 BASELINE_STYLES = {"random_subspace": ("--", RANDOM, "random subspaces"),
@@ -237,9 +237,9 @@ def curves_of(results: list[dict]):
     the config fields that vary among them (but depth and seed), each sweep's first seed."""
     keys = [k for k in CURVE_KEYS if k not in ("depth", "seed") and len({str(r["config"].get(k)) for r in results}) > 1]
     groups: dict[str, list[dict]] = {}
-    for r in results:
-        title = ", ".join(f"{SHORT.get(k, k)} {r['config'].get(k)}" for k in keys) or "every run"
-        groups.setdefault(title, []).append(r)
+    for r in results:  # the set fields two to a line, so that a title fits its panel
+        named = [f"{SHORT.get(k, k)} {r['config'][k]}" for k in keys if r["config"].get(k) is not None]
+        groups.setdefault("\n".join(", ".join(named[i:i + 2]) for i in range(0, len(named), 2)) or "every run", []).append(r)
     return curve_panels({t: [r for r in rs if r["config"]["seed"] == rs[0]["config"]["seed"]] for t, rs in groups.items()})
 
 
