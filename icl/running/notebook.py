@@ -71,6 +71,8 @@ def _assigned_by_this_cell(ns: dict) -> set[str] | None:
         body = ast.parse(cells[-1]).body  # In[-1]: this cell, stored before it runs
     except SyntaxError:
         return None
+    if "end_of_parameters" not in cells[-1]:  # not stored (nbval runs cells without history): all of ns counts
+        return None
     targets = [t for node in body if isinstance(node, (ast.Assign, ast.AnnAssign))
                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])]
     return {t.id for t in targets if isinstance(t, ast.Name)}
