@@ -421,8 +421,12 @@ for _, r in table1.iterrows():
 # deepest depth drifts. The band is |α − 1| ≤ `ALPHA_TOL`; the dotted line marks the knee m.
 
 # %%
-fig, axes = plt.subplots(1, len(key_dims), figsize=(3.2 * len(key_dims), 3.0), sharey=True, squeeze=False)
-for ax, k in zip(axes[0], key_dims):
+cols = min(2, len(key_dims))  # two ranks a row: a row of four is a strip too wide to read on a page
+rows_ = -(-len(key_dims) // cols)
+fig, axes = plt.subplots(rows_, cols, figsize=(3.6 * cols + 2.6, 2.9 * rows_), sharey=True, squeeze=False, layout="constrained")
+for ax in axes.flat[len(key_dims):]:
+    ax.set_visible(False)
+for ax, k in zip(axes.flat, key_dims):
     part = tables.part_of(frames["main"], key_dim=k, input_exponent=first[0], task_exponent=first[1])
     local = exponents.local_table(part)
     ax.axhspan(1 - rules.ALPHA_TOL, 1 + rules.ALPHA_TOL, color="0.9", label=f"|α − 1| ≤ {rules.ALPHA_TOL}")
@@ -432,7 +436,8 @@ for ax, k in zip(axes[0], key_dims):
     ax.axvline(exponents.knee_depth(s["dim"], k), color="0.4", ls=":", lw=1, label="knee m")
     ax.set(xlabel="depth $L$ (between pairs)", title=f"key_dim {k}", ylim=(-0.5, 3))
     plots.depth_axis(ax)
-axes[0][0].set_ylabel("local exponent")
+for row in axes:
+    row[0].set_ylabel("local exponent")
 plots.legend(axes[0][-1], outside=True)
 local_png = nb.save_figure(
     s, fig, "local_exponents",
