@@ -139,6 +139,23 @@ def test_a_killed_worker_is_one_line_and_leaves_no_kernel_key(tmp_path, capsys, 
     err = capsys.readouterr().err.strip()  # the notebooks' started lines, then one line
     assert "Traceback" not in err and err.splitlines()[-1].startswith("icl: error: a worker process was killed"), err
     assert not list(tmp_path.rglob("*.kernel.json"))
+    wait_for_lock(rep.repo_root() / "outputs" / "ci" / ".staging" / ".lock")
+
+
+def wait_for_lock(path, seconds: float = 60.0) -> None:
+    """Until the profile's lock is free: the pool's other worker, forked while the lock was held,
+    keeps it until it exits, and the next test that runs the ci profile would find it taken."""
+    import fcntl
+    import time
+
+    end = time.monotonic() + seconds
+    while path.exists() and time.monotonic() < end:
+        with open(path) as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                time.sleep(0.5)
 
 
 def test_a_long_name_and_a_file_for_a_folder_are_one_line(tmp_path, capsys, monkeypatch):
