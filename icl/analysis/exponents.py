@@ -267,20 +267,24 @@ def window_exponent(row) -> Estimate | None:
     return e if math.isfinite(e.value) else None
 
 
+def _gains(row) -> dict[str, float]:
+    """Each alternative's AIC gain over the power law stored in a row (`regime_row`), where finite."""
+    gains = {name: row.get(f"gain_{name.replace('-', '_')}") for name in shapes.ALTERNATIVES}
+    return {k: float(v) for k, v in gains.items() if v is not None and math.isfinite(float(v))}
+
+
 def power_law(row, exponent_check: bool | None = True) -> tuple[bool | None, str]:
     """Whether a sweep's exponent check may stand against the alternatives to a power law (step 6,
     `shapes.reading`): (exponent_check, '') where it may, else (False or None, why). A row that
     predates the comparison reads as a power law."""
-    gains = {name: row.get(f"gain_{name.replace('-', '_')}") for name in shapes.ALTERNATIVES}
-    gains = {k: float(v) for k, v in gains.items() if v is not None and math.isfinite(float(v))}
+    gains = _gains(row)
     return shapes.reading(gains, exponent_check)
 
 
 def shape_text(row) -> str:
     """What the shape test says of a sweep, whatever its exponent reads: the best alternative's AIC
     gain over the power law."""
-    gains = {name: row.get(f"gain_{name.replace('-', '_')}") for name in shapes.ALTERNATIVES}
-    gains = {k: float(v) for k, v in gains.items() if v is not None and math.isfinite(float(v))}
+    gains = _gains(row)
     if not gains:
         return "no shape test"
     best = max(gains, key=gains.get)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..analysis.estimates import interval_text
 from ..analysis.exponents import estimand, exponent, power_law, window_exponent
 from . import near_one, read_otherwise, within
 from .difficult import ALPHA_TOL  # the criteria's tolerance for "alpha near 1"
@@ -81,7 +82,7 @@ def _estimand(row: dict, name: str) -> str:
     v, chi2 = estimand(row, name), row.get(f"chi2_{name}")
     if isinstance(v, str):
         return v
-    return f"{v.value:.2f} [{v.ci95[0]:.2f}, {v.ci95[1]:.2f}]" + (f" ({chi2:.3g})" if chi2 is not None else "")
+    return interval_text(v) + (f" ({chi2:.3g})" if chi2 is not None else "")
 
 
 def _check(row: dict) -> str:
