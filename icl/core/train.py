@@ -16,6 +16,7 @@ import torch
 from tqdm import tqdm
 
 from . import __version__
+from .accel import compiled
 from .config import ConfigError, RunConfig
 from .divergence import BLOWUP, NAN_LOSS, DivergenceError, check_finite, describe, own_nonfinite
 from .measure import focus_stats, mode_losses, plateau, predict, relative_losses, summarise
@@ -52,7 +53,7 @@ def device_record(device: torch.device) -> dict:
     """The device fields of a stored result: its type (also in the cache key), its name, and
     torch's float32 matmul precision (on a GPU, "high" lets matmuls run in TF32)."""
     return {"device": device.type, "device_name": device_name(device),
-            "matmul_precision": torch.get_float32_matmul_precision()}
+            "matmul_precision": torch.get_float32_matmul_precision(), **compiled.record()}
 
 
 def group_key(cfg: RunConfig) -> tuple:
@@ -107,7 +108,7 @@ class StackAdam:
 def update(stack: Stack | Replicas, opt: StackAdam, base: RunConfig, batch: Batch, step: int) -> tuple:
     """One Adam update of every model of the stack on `batch`: (the stack's Output, (M,) losses;
     of replicas, (R, M))."""
-    out = stack(batch)
+    out = compiled.forward(stack)(batch)
     losses = ((out.pred - batch.target[..., None]) ** 2).mean(-2)  # (M,) or (R, M)
     opt.zero_grad()
     losses.sum().backward()

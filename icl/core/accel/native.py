@@ -4,16 +4,15 @@ shared stream, the arithmetic of sampling a batch, and its Gaussian draws (numpy
 No context needs anything from another, so a C loop runs all its layers with its states in L1 cache,
 forming, using and dropping each attention in one pass (the backward pass recomputes it from two numbers
 per row; the controlled model needs none). torch does the same arithmetic with a Python round trip and a
-trip through memory per layer and operation, several times slower (`icl bench`). Gradients are summed
+trip through memory per layer and operation, several times slower (`make bench`). Gradients are summed
 over fixed blocks of contexts in block order (sum_blocks): results do not depend on the number of threads.
 
-Compiled on first use with `cc` (or $CC) into a per-user cache ($ICL_KERNEL_CACHE, else
-~/.cache/icl/kernels) with -march=native (PORTABLE_FLAGS where refused, or ICL_KERNEL_FLAGS=portable),
-with -fopenmp where taken, and called through ctypes; with OpenMP the contexts are split among torch's
-threads (kernels/threads.h), without it among Python threads (ctypes releases the GIL).
+Compiled on first use with `cc` (or $CC) into a per-user cache ($ICL_KERNEL_CACHE, else ~/.cache/icl/kernels) with -march=native
+(PORTABLE_FLAGS where refused, or ICL_KERNEL_FLAGS=portable), with -fopenmp where taken, and called through ctypes; with OpenMP the
+contexts are split among torch's threads (kernels/threads.h), without it among Python threads (ctypes releases the GIL).
 
-Without a compiler, on a GPU, where `runs_in_kernel` or `usable` says no, or with ICL_NATIVE=0 (or a list
-of the kernels allowed), the models train through the torch lines of icl.core.layers: the same algebra,
+Without a compiler, on a GPU, where `runs_in_kernel` or `usable` says no, with ICL_NATIVE=0 (or a list
+of the kernels allowed) or ICL_COMPILE=1, the models train through the torch lines of icl.core.layers: the same algebra,
 SLOWER (said once per process, with the reason, where the kernels could not be built).
 """
 from __future__ import annotations
@@ -35,6 +34,7 @@ import torch
 
 from ..attention import KERNEL_NONLINEARITY
 from ..registry import MODELS
+from . import compiled
 from .ziggurat import ziggurat_tables
 
 KERNELS = Path(__file__).with_name("kernels")
@@ -49,9 +49,9 @@ SLOWER = "3x"  # a step through autograd over the kernels at the quick shapes, 1
 def enabled(name: str) -> bool:
     """Whether the environment allows the kernel `name`: ICL_NATIVE unset or 1 allows every one, 0
     none, and a comma-separated list of names (softmax_ensemble, context_updates, shared_stream,
-    sampling, normal) only those (`make bench` times each kernel against autograd that way)."""
+    sampling, normal) only those (`make bench` times each kernel against autograd that way); ICL_COMPILE=1 no model's."""
     value = os.environ.get("ICL_NATIVE", "1")
-    return value == "1" or (value != "0" and name in value.split(","))
+    return not compiled.steps_aside(name) and (value == "1" or (value != "0" and name in value.split(",")))
 
 
 def build_flags() -> list[list[str]]:
