@@ -15,7 +15,8 @@ root_doc = "index"
 # Only these become pages; a figure or a JSON file that a page links to is copied into the site as
 # an image or a download.
 include_patterns = ["index.md", "outputs/REPORT.md", "outputs/[0-9][0-9]_*/[0-9][0-9]_*.ipynb", "docs/*.md",
-                    "outputs/studies/*.md", "outputs/studies/*/*.md"]
+                    "outputs/studies/*.md",
+                    "outputs/paper_slice/REPORT.md", "outputs/paper_slice/[0-9][0-9]_*/[0-9][0-9]_*.ipynb"]  # C4 at the paper's (d, P)
 
 # The committed outputs are the results: never re-run a cell to build the site.
 nb_execution_mode = "off"

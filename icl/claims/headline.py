@@ -40,11 +40,13 @@ def _limited_sweeps(base: Path) -> list[tuple[str, dict]]:
     notebook 06's map (whose cells at 03's (d, P) and rank are 03's, with more seeds)."""
     r03, r06 = results(base, "03_difficult"), results(base, "06_regimes")
     rows03 = (r03 or {}).get("numbers", {}).get("table1", [])
-    d03 = {x["key_dim"] for x in rows03}
-    cells = [(f"d=16, P=64, k={x['key_dim']}, (a, b) = ({x['input_exponent']:g}, {x['task_exponent']:g})", x)
-             for x in rows03 if x["key_dim"] < 16]
+    p03 = (r03 or {}).get("parameters", {})
+    d, P = p03.get("dim", 16), p03.get("context_length", 64)  # the run's own shapes (paper_slice: 32, 128)
+    k03 = {x["key_dim"] for x in rows03}
+    cells = [(f"d={d}, P={P}, k={x['key_dim']}, (a, b) = ({x['input_exponent']:g}, {x['task_exponent']:g})", x)
+             for x in rows03 if x["key_dim"] < d]
     for x in (r06 or {}).get("numbers", {}).get("regimes", []):
-        if x["key_dim"] < x["dim"] and not ((x["dim"], x["context_length"]) == (16, 64) and x["key_dim"] in d03):
+        if x["key_dim"] < x["dim"] and not ((x["dim"], x["context_length"]) == (d, P) and x["key_dim"] in k03):
             cells.append((f"d={x['dim']}, P={x['context_length']}, k={x['key_dim']}", x))
     return cells
 
