@@ -56,7 +56,7 @@ def write_report(root: Path, profile: str, base: Path | None = None) -> Path:
                 mechanism=fill("mechanism", table=mechanism, figure=figure(base, "07_mechanism/ablation.png", "ablation"))
                 if mechanism else "",
                 claims=fill("claims", sections="\n\n".join(claim_report.section(c, root, base) for c in rows)) if rows else "",
-                pages="".join(included(root / "docs" / page) for page in ("limits.md", "history.md")),
+                pages="".join(included(root / "docs" / page, base) for page in ("limits.md", "history.md")),
                 times=timing_line(times))
     write_own(base / "REPORT.md", text)
     if base.resolve() == (root / "outputs").resolve():  # the committed quick-profile outputs: the README shows them
@@ -106,13 +106,16 @@ def the_answer(root: Path, base: Path) -> str:
     return "## The answer\n" + re.sub(r"\]\(((?:outputs|docs)/[^)]*)\)", fix, found.group(1))
 
 
-def included(page: Path) -> str:
-    """A docs/ page as a section of the report (its title one level down), or nothing if absent. The
-    report lies in outputs/, beside docs/: the page's links to its neighbours get a ../docs/ prefix
-    (its ../ links already fit)."""
+def included(page: Path, base: Path) -> str:
+    """A docs/ page as a section of the report in `base` (its title one level down), or nothing if
+    absent: its relative links are made relative to the report's folder (outputs/, or deeper)."""
     if not page.exists():
         return ""
-    return "\n" + re.sub(r"\]\((?!\.\./|https?:|#)", "](../docs/", page.read_text()).replace("# ", "## ", 1)
+
+    def fix(m: re.Match) -> str:
+        target, hash_, anchor = m.group(1).partition("#")
+        return f"]({os.path.relpath(os.path.normpath(page.parent / target), base)}{hash_}{anchor})"
+    return "\n" + re.sub(r"\]\((?!https?:|#)([^)\s]+)\)", fix, page.read_text()).replace("# ", "## ", 1)
 
 
 def timing_line(times: dict) -> str:

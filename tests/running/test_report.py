@@ -91,15 +91,18 @@ def test_executed_notebooks_carry_no_timestamps_or_random_ids(tmp_path):
     assert path.read_text() == first
 
 
-def test_a_docs_page_in_the_report_keeps_its_links_working_from_outputs(tmp_path):
+def test_a_docs_page_in_the_report_keeps_its_links_working_from_the_reports_folder(tmp_path):
     from icl.running.report import included
 
-    page = tmp_path / "limits.md"
-    page.write_text("# Title\n\nSee [a](training_protocol.md), [b](../outputs/REPORT.md), [c](https://x.org).\n")
-    text = included(page)
-    assert "## Title" in text and "[a](../docs/training_protocol.md)" in text
-    assert "[b](../outputs/REPORT.md)" in text and "[c](https://x.org)" in text
-    assert included(tmp_path / "absent.md") == ""
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / "docs" / "limits.md"
+    page.write_text("# Title\n\nSee [a](training_protocol.md#x), [b](../outputs/REPORT.md), [c](https://x.org), [d](#here).\n")
+    text = included(page, tmp_path / "outputs")
+    assert "## Title" in text and "[a](../docs/training_protocol.md#x)" in text
+    assert "[b](REPORT.md)" in text and "[c](https://x.org)" in text and "[d](#here)" in text
+    deeper = included(page, tmp_path / "outputs" / "paper_slice")  # a profile's report, one folder down
+    assert "[a](../../docs/training_protocol.md#x)" in deeper and "[b](../REPORT.md)" in deeper
+    assert included(tmp_path / "absent.md", tmp_path / "outputs") == ""
 
 
 def test_icl_report_rewrites_the_report_from_results_on_disk_running_nothing(tmp_path, monkeypatch, capsys):
