@@ -13,6 +13,7 @@ finished. Its workers and kernels end with it, and the next run of the profile w
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -111,7 +112,7 @@ def run_notebook(root: str, name: str, params: dict, env: dict) -> dict:
     where["stored"].unlink(missing_ok=True)
     result["runs_trained"] = len(stored) if params.get("cache_dir") else None
     if result["status"] == "ok":
-        result["warnings"] = kernel_warnings(kernel_log)
+        result["warnings"] = kernel_warnings(kernel_log, out)
         kernel_log.unlink(missing_ok=True)
         publish(root, where)
     else:
@@ -141,14 +142,27 @@ def kernel_environment(env: dict, kernel_log: Path):
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
 
-def kernel_warnings(kernel_log: Path) -> list[str]:
+def kernel_warnings(kernel_log: Path, notebook: Path | None = None) -> list[str]:
     """icl's warnings (runs the cache could not take, say) among what a notebook's kernel wrote to
     standard error, each once: shown in the terminal, not only in the executed notebook."""
     try:
         text = read_regular(kernel_log, 2**20, errors="replace")
     except (OSError, NotAnEntry):
-        return []
-    return list(dict.fromkeys(line for line in text.splitlines() if line.startswith("icl: warning:")))
+        text = ""
+    lines = (text + stderr_of(notebook)).splitlines()
+    return list(dict.fromkeys(line for line in lines if line.startswith("icl: warning:")))
+
+
+def stderr_of(notebook: Path | None) -> str:
+    """What an executed notebook's cells wrote to standard error (ipykernel puts it in the notebook,
+    not in the kernel's log); nothing where it cannot be read as a notebook."""
+    try:
+        cells = json.loads(read_regular(notebook, 2**26, errors="replace"))["cells"]
+        texts = [o.get("text", "") for c in cells for o in c.get("outputs", [])
+                 if o.get("output_type") == "stream" and o.get("name") == "stderr"]
+        return "".join("".join(t) if isinstance(t, list) else t for t in texts)  # on disk, a text is a list of lines
+    except (OSError, NotAnEntry, ValueError, KeyError, TypeError, AttributeError):
+        return ""
 
 
 def write_log(path: Path, text: str) -> None:

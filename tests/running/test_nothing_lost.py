@@ -352,3 +352,18 @@ def test_1e_minus_3_is_a_number():
     assert _check_type("learning_rate", "1e-3", 0.003) == 0.001
     with pytest.raises(ConfigError, match="must be a number"):
         _check_type("learning_rate", "fast", 0.003)
+
+
+def test_a_warning_a_cell_wrote_reaches_the_terminal(tmp_path):
+    """ipykernel puts a cell's standard error into the notebook, not the kernel's log: a full cache
+    inside a notebook was said only there."""
+    import nbformat
+
+    line = "icl: warning: 3 finished run(s) could not be written to the cache (No space left on device); ..."
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="icl: warning: on stdout, not a warning\n"),
+        nbformat.v4.new_output("stream", name="stderr", text=f"progress\n{line}\n")])])
+    nbformat.write(nb, tmp_path / "n.ipynb")
+    assert rep.kernel_warnings(tmp_path / "none.log", tmp_path / "n.ipynb") == [line]
+    (tmp_path / "broken.ipynb").write_text('{"cells": [')  # a half-written notebook: nothing, no error
+    assert rep.kernel_warnings(tmp_path / "none.log", tmp_path / "broken.ipynb") == []
