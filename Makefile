@@ -121,8 +121,7 @@ site: $(SITE_STAMP) ## build the results website build/site/ from outputs/ and d
 	rm -rf build/site-src build/site
 	mkdir -p build/site-src
 	mkdir -p build/site-src/outputs
-	cp -r outputs/REPORT.md outputs/studies outputs/[0-9][0-9]_* build/site-src/outputs/
-	if [ -d outputs/paper_slice ]; then cp -r outputs/paper_slice build/site-src/outputs/; fi
+	cp -r outputs/REPORT.md outputs/studies outputs/paper_slice outputs/[0-9][0-9]_* build/site-src/outputs/
 	cp -r docs params build/site-src/
 	# the landing page: the README's answer, its figure and the claims table, then the table of contents
 	{ cat website/index.md; sed -n '/^## The answer/,/^## What the paper claims/{/^## What the paper claims/!p}' README.md; \

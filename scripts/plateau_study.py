@@ -131,10 +131,10 @@ def continued(group: list[dict]) -> list[dict]:
     return rows
 
 
-def score(rows: list[dict], name: str) -> dict:
-    """How often a rule's call (fall below the tolerance) agrees with doubling (R_2N >= 0.99 R_N)."""
+def score(rows: list[dict], rule: str) -> dict:
+    """How often a rule's call (its fall below the tolerance) agrees with doubling (R_2N >= 0.99 R_N)."""
     truth = [r["R_2N"] >= (1 - TOLERANCE) * r["R_N"] for r in rows]
-    call = [r[name] < TOLERANCE for r in rows]
+    call = [r[rule] < TOLERANCE for r in rows]
     return {"right": sum(t == c for t, c in zip(truth, call)), "runs": len(rows),
             "passed, still learning": sum(c and not t for t, c in zip(truth, call)),
             "flagged, at plateau": sum(t and not c for t, c in zip(truth, call))}

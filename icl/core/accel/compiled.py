@@ -20,8 +20,10 @@ import weakref
 
 import torch
 
+from ..registry import MODELS
+
 _COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-MODEL_KERNELS = ("softmax_ensemble", "context_updates", "shared_stream")  # icl.core.accel.native's; the rest draw batches
+MODEL_KERNELS = frozenset(m.kernel for m in MODELS.values() if m.kernel)  # the models'; native's others draw batches
 
 
 def enabled() -> bool:
